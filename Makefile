@@ -1,0 +1,28 @@
+# The README's commands. Each sets up its own virtual environment in .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of PyTorch the course is tested with; override, e.g. `make test TORCH=torch`.
+TORCH ?= torch==2.13.0
+
+.PHONY: install demo test release clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)" -e .
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: install
+	$(BIN)/python -m autograder demo
+
+test: install
+	$(BIN)/python -m pytest
+
+release: install
+	$(BIN)/python -m autograder release
+
+clean:
+	rm -rf $(VENV) grading .pytest_cache

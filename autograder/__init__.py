@@ -1,0 +1,6 @@
+"""The instructor's tool: release, grade, export, demo and mutation-test the course.
+
+Run ``python -m autograder --help``. nbgrader is the engine; this package drives it
+over the course layout (``solutions/`` → ``notebooks/``) and a grading workspace that
+lives outside the tracked tree.
+"""

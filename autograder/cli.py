@@ -1,0 +1,110 @@
+"""Command line: python -m autograder {release,grade,export,demo,mutants} ..."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autograder.course import CourseError, assignments, check_assignment
+
+
+def _names(given: list[str]) -> list[str]:
+    return [check_assignment(n) for n in given] if given else assignments()
+
+
+def cmd_release(args) -> int:
+    from autograder.release import drift, release
+
+    names = _names(args.assignments)
+    if args.check:
+        stale = drift(names)
+        if stale:
+            print("notebooks/ is out of date for: " + ", ".join(stale) + "\nRun: python -m autograder release")
+            return 1
+        print("notebooks/ matches a fresh release of: " + ", ".join(names))
+        return 0
+    for name, path in release(names).items():
+        print(f"released {name} -> {path}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from autograder.grading import grade, score_table
+    from autograder.workspace import open_workspace
+
+    ws = open_workspace(args.workspace)
+    results = grade(ws, [check_assignment(n) for n in args.assignments], args.student or None)
+    print(score_table(results))
+    return 0 if all(r.status == "graded" for r in results) else 1
+
+
+def cmd_export(args) -> int:
+    from autograder.export import export
+    from autograder.workspace import open_workspace
+
+    ws = open_workspace(args.workspace)
+    for path in export(ws, Path(args.out) if args.out else ws.path("export")):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from autograder.demo import demo, print_demo
+
+    results, problems = demo(args.workspace)
+    print_demo(results, problems)
+    return 1 if problems else 0
+
+
+def cmd_mutants(args) -> int:
+    from autograder.mutants import report, run
+
+    outcomes = run([Path(p) for p in args.catalog] or None, _names(args.assignment) if args.assignment else None)
+    if not outcomes:
+        print("no mutants to run")
+        return 0
+    print(report(outcomes))
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("release", help="generate notebooks/ from solutions/ (refuses leaks)")
+    p.add_argument("assignments", nargs="*", help="default: every assignment")
+    p.add_argument("--check", action="store_true", help="only report whether notebooks/ is up to date")
+    p.set_defaults(func=cmd_release)
+
+    workspace_help = "grading workspace (default: $COURSE_WORKSPACE or ./grading, which git ignores)"
+    p = sub.add_parser("grade", help="autograde the hand-ins in WORKSPACE/submitted/")
+    p.add_argument("assignments", nargs="*", help="default: every assignment with hand-ins")
+    p.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    p.add_argument("--workspace", help=workspace_help)
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("export", help="write CSV files of the scores (totals and per question)")
+    p.add_argument("--workspace", help=workspace_help)
+    p.add_argument("--out", help="output folder (default: WORKSPACE/export)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("demo", help="release and grade demo hand-ins end to end, offline")
+    p.add_argument("--workspace", help="keep the demo workspace here (default: a temporary folder)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("mutants", help="check that the tests catch the catalog's bugs and keep correct variants")
+    p.add_argument("--catalog", action="append", default=[], help="catalog file (repeatable); default: autograder/mutants/")
+    p.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    p.set_defaults(func=cmd_mutants)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CourseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

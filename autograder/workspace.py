@@ -1,0 +1,141 @@
+"""A grading workspace: an nbgrader course directory outside the tracked tree.
+
+Layout (nbgrader's own):
+    WORKSPACE/nbgrader_config.py   copied from autograder/nbgrader_config.py
+    WORKSPACE/source/<a>/<a>.ipynb copied from solutions/
+    WORKSPACE/release/<a>/...      built by nbgrader generate_assignment
+    WORKSPACE/submitted/<student>/<a>/<a>.ipynb
+    WORKSPACE/autograded/..., WORKSPACE/feedback/..., WORKSPACE/gradebook.db
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.course import REPO_ROOT, SOLUTIONS_DIR, CourseError, check_assignment
+
+BASE_CONFIG = Path(__file__).resolve().parent / "nbgrader_config.py"
+DEFAULT_WORKSPACE = REPO_ROOT / "grading"
+IGNORED = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc")
+
+
+@dataclass
+class Workspace:
+    root: Path
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.root / 'gradebook.db'}"
+
+    def path(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+    def submission_path(self, student: str, assignment: str) -> Path:
+        return self.path("submitted", student, assignment, f"{assignment}.ipynb")
+
+    def autograded_path(self, student: str, assignment: str) -> Path:
+        return self.path("autograded", student, assignment, f"{assignment}.ipynb")
+
+
+def open_workspace(root: Path | str | None = None) -> Workspace:
+    """Create (if needed) a workspace at `root`, refusing the repository itself."""
+    root = Path(root or os.environ.get("COURSE_WORKSPACE") or DEFAULT_WORKSPACE).resolve()
+    if root == REPO_ROOT or root in REPO_ROOT.parents:
+        raise CourseError(f"{root} holds the repository; choose a grading workspace of its own")
+    for tracked in (SOLUTIONS_DIR, REPO_ROOT / "notebooks"):
+        if root == tracked or tracked in root.parents:
+            raise CourseError(f"{root} is inside the tracked folder {tracked}; choose another workspace")
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(BASE_CONFIG, root / "nbgrader_config.py")
+    _install_kernelspec(root)
+    return Workspace(root)
+
+
+def _install_kernelspec(root: Path) -> None:
+    """Pin the notebooks' "python3" kernel to this interpreter.
+
+    Found first through JUPYTER_PATH, it wins over any user-wide kernelspec that could
+    point at another Python without the course's packages.
+    """
+    spec_dir = root / "jupyter" / "kernels" / "python3"
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (course)",
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+
+
+def ensure_scripts_on_path() -> None:
+    """Put this interpreter's scripts folder on PATH: nbgrader's gradebook runs `alembic`
+    as a command, which a virtual environment that is not activated would not find."""
+    scripts = str(Path(sys.executable).parent)
+    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PATH")]))
+
+
+def nbgrader_env(ws: Workspace) -> dict[str, str]:
+    """The environment nbgrader and the kernels it starts run in."""
+    ensure_scripts_on_path()
+    env = dict(os.environ)
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ws.path("jupyter")), env.get("JUPYTER_PATH")]))
+    env["COURSE_OFFLINE"] = "1"  # grading never downloads
+    env["PYTHONWARNINGS"] = "ignore"
+    env["MPLBACKEND"] = "agg"
+    return env
+
+
+def run_nbgrader(ws: Workspace, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run `nbgrader ARGS` inside the workspace; raise a CourseError with its log on failure."""
+    command = [sys.executable, "-m", "nbgrader", *args, "--CourseDirectory.root=" + str(ws.root)]
+    proc = subprocess.run(
+        command, cwd=ws.root, env=nbgrader_env(ws), capture_output=True, text=True, timeout=timeout
+    )
+    if proc.returncode != 0:
+        log = (proc.stdout + proc.stderr).strip().splitlines()
+        raise CourseError(f"nbgrader {' '.join(args)} failed:\n" + "\n".join(log[-40:]))
+    return proc
+
+
+def add_sources(ws: Workspace, names: list[str]) -> None:
+    """Copy the solution folders of `names` into the workspace and build their releases.
+
+    generate_assignment also records every graded cell (hidden tests included) in the
+    workspace's gradebook, which autograde later uses to restore the test cells.
+    """
+    for name in names:
+        check_assignment(name)
+        target = ws.path("source", name)
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(SOLUTIONS_DIR / name, target, ignore=IGNORED)
+        run_nbgrader(ws, "generate_assignment", name, "--force")
+
+
+def add_submission(ws: Workspace, student: str, assignment: str, notebook: Path | object) -> Path:
+    """Place a hand-in (a path, or an in-memory notebook) as `student`'s submission."""
+    import nbformat
+
+    target = ws.submission_path(student, assignment)
+    if target.parent.exists():
+        shutil.rmtree(target.parent)
+    target.parent.mkdir(parents=True)
+    if isinstance(notebook, (str, Path)):
+        shutil.copyfile(notebook, target)
+    else:
+        nbformat.write(notebook, target)
+    return target
+
+
+def autograde(ws: Workspace, assignment: str, student: str | None = None) -> None:
+    """nbgrader autograde one assignment, for one student or for every submission."""
+    args = ["autograde", assignment, "--force"]
+    if student:
+        args.append(f"--student={student}")
+    run_nbgrader(ws, *args)

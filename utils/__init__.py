@@ -1,0 +1,27 @@
+"""Shared helpers for the course notebooks.
+
+Import once at the top of a notebook::
+
+    import utils
+    device = utils.setup(seed=0)
+
+Submodules, by concern:
+  utils.runtime   setup(), seeding, device choice, Colab detection, fast mode
+  utils.data      the dataset registry and loaders (download, checksum, offline mirror)
+  utils.checks    self-check helpers that turn a wrong answer into an actionable message
+  utils.plotting  small matplotlib helpers (curves, heatmaps, 2-D embeddings)
+  utils.widgets   ipywidgets explorers with a static fallback
+"""
+from utils.data import DatasetUnavailable, dataset_path, load_text
+from utils.runtime import fast_mode, get_device, in_colab, seed_everything, setup
+
+__all__ = [
+    "DatasetUnavailable",
+    "dataset_path",
+    "fast_mode",
+    "get_device",
+    "in_colab",
+    "load_text",
+    "seed_everything",
+    "setup",
+]
