@@ -126,14 +126,19 @@ def classify(mutant: Mutant, score: NotebookScore | None) -> Outcome:
     return Outcome(mutant, "kept", points)
 
 
-def run_assignment(assignment: str, mutants: list[Mutant], workspace: Path | None = None) -> list[Outcome]:
-    """Grade the solution and every mutant of one assignment in a fresh workspace."""
+def grade_mutants(
+    assignment: str, mutants: list[Mutant], extra: dict | None = None, workspace: Path | None = None
+) -> tuple[list[Outcome], dict[str, NotebookScore]]:
+    """Grade the solution, every mutant and the `extra` hand-ins (student → notebook or
+    path) of one assignment in one nbgrader run; returns the mutants' outcomes and every
+    score by student ("solution" is the unchanged solution)."""
     solution = read_notebook(solution_path(assignment))
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:
         ws = open_workspace(workspace or tmp)
         add_sources(ws, [assignment])
-        add_submission(ws, BASELINE, assignment, solution)
+        for student, notebook in {BASELINE: solution, **(extra or {})}.items():
+            add_submission(ws, student, assignment, notebook)
         graded = []
         for mutant in mutants:
             mutated = apply_mutant(solution, mutant.cell, mutant.source)
@@ -144,11 +149,17 @@ def run_assignment(assignment: str, mutants: list[Mutant], workspace: Path | Non
             graded.append(mutant)
         autograde(ws, assignment)
         scores = {s.student: s for s in read_scores(ws, assignment)}
+    outcomes.extend(classify(m, scores.get(m.student)) for m in graded)
+    return outcomes, scores
+
+
+def run_assignment(assignment: str, mutants: list[Mutant]) -> list[Outcome]:
+    """Outcomes of the mutants of one assignment, once its solution has full marks."""
+    outcomes, scores = grade_mutants(assignment, mutants)
     baseline = scores.get(BASELINE)
     if baseline is None or not baseline.full_marks:
         detail = "no score" if baseline is None else f"{baseline.auto_score:g}/{baseline.auto_max:g}"
         raise CourseError(f"the solution of {assignment} does not get full marks ({detail}); fix it first")
-    outcomes.extend(classify(m, scores.get(m.student)) for m in graded)
     return outcomes
 
 

@@ -1,0 +1,21 @@
+"""Test-wide settings.
+
+The offline dataset mirror (../shared/datasets beside the clone, as in CI) is handed to
+the loader, and to every kernel nbgrader starts, through COURSE_DATA_DIR; downloads
+go to a throw-away cache.
+"""
+import os
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("agg")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MIRROR = REPO_ROOT.parent / "shared" / "datasets"
+
+if "COURSE_DATA_DIR" not in os.environ and MIRROR.is_dir():
+    os.environ["COURSE_DATA_DIR"] = str(MIRROR)
+os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="course-cache-")
+os.environ["MPLBACKEND"] = "agg"

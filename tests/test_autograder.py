@@ -1,0 +1,127 @@
+"""The autograder's own logic, without grading a notebook: damaged inputs, catalogs,
+leak detection, workspace safety."""
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from conftest import REPO_ROOT
+from nbformat.v4 import new_code_cell, new_notebook
+
+from autograder import course, mutants, release, workspace
+from autograder.course import CourseError
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def graded_cell(source, gid, **flags):
+    meta = {"grade": False, "grade_id": gid, "locked": False, "schema_version": 3, "solution": False, "task": False}
+    meta.update(flags)
+    return new_code_cell(source, metadata={"nbgrader": meta})
+
+
+def test_a_notebook_that_is_not_json_is_a_clear_error(tmp_path):
+    bad = tmp_path / "Copy of 01.ipynb"
+    bad.write_text('{"cells": [ oops')
+    with pytest.raises(CourseError, match="not valid JSON"):
+        course.read_notebook(bad)
+    (tmp_path / "list.ipynb").write_text("[1, 2]")
+    with pytest.raises(CourseError, match="not"):
+        course.read_notebook(tmp_path / "list.ipynb")
+    with pytest.raises(CourseError, match="no such notebook"):
+        course.read_notebook(tmp_path / "missing.ipynb")
+
+
+def test_an_unknown_assignment_is_named_with_the_known_ones():
+    proc = run_cli("release", "99_nonexistent")
+    assert proc.returncode == 2
+    assert "no assignment named '99_nonexistent'" in proc.stderr
+    assert "01_tokenization_embeddings" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_damaged_catalog_given_on_the_command_line_is_a_clear_error(tmp_path):
+    catalog = tmp_path / "extra.yaml"
+    catalog.write_text("- id: x\n  assignment: 01_tokenization_embeddings\n  kind: bug\n  source: pass\n")
+    proc = run_cli("mutants", "--catalog", str(catalog))
+    assert proc.returncode == 2 and "missing cell" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not: [yaml", "not a valid catalog"),
+        ("id: lonely", "is a list of mutants"),
+        ("- just a string", "expected a mapping"),
+        ("- {id: a, assignment: x, cell: c, kind: maybe, source: s}", "kind must be one of"),
+    ],
+)
+def test_catalog_defects_are_reported_by_entry(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(CourseError, match=message):
+        mutants.load_catalog(path)
+
+
+def test_duplicate_mutant_ids_across_catalogs_are_refused(tmp_path):
+    entry = "- {id: same, assignment: x, cell: c, kind: bug, source: s}\n"
+    (tmp_path / "a.yaml").write_text(entry)
+    (tmp_path / "b.json").write_text('[{"id": "same", "assignment": "x", "cell": "c", "kind": "bug", "source": "s"}]')
+    with pytest.raises(CourseError, match="appears twice"):
+        mutants.load_catalogs([tmp_path / "a.yaml", tmp_path / "b.json"])
+
+
+def test_mutants_of_a_missing_assignment_or_cell_are_errors_not_catches(tmp_path):
+    (tmp_path / "c.yaml").write_text("- {id: ghost, assignment: 42_ghost, cell: c, kind: bug, source: s}\n")
+    outcomes = mutants.run([tmp_path / "c.yaml"])
+    assert [(o.status, o.ok) for o in outcomes] == [("error", False)]
+    nb = new_notebook(cells=[graded_cell("x = 1", "answer", solution=True)])
+    assert mutants.apply_mutant(nb, "nope", "x = 2") is None
+    mutated = mutants.apply_mutant(nb, "answer", "x = 2")
+    assert mutated.cells[0].source == "x = 2" and nb.cells[0].source == "x = 1"
+
+
+def test_leak_detection_finds_markers_and_solution_text():
+    source = new_notebook(
+        cells=[
+            graded_cell("def f():\n    ### BEGIN SOLUTION\n    return 41 + 1\n    ### END SOLUTION", "f", solution=True),
+            graded_cell("assert f() == 42\n### BEGIN HIDDEN TESTS\nassert f() != 0\n### END HIDDEN TESTS", "test_f", grade=True, points=1),
+        ]
+    )
+    clean = new_notebook(cells=[new_code_cell("def f():\n    raise NotImplementedError()"), new_code_cell("assert f() == 42")])
+    assert release.find_leaks(source, clean) == []
+    leaky = new_notebook(cells=[new_code_cell("def f():\n  return 41 + 1"), new_code_cell("assert f() == 42\nassert f() != 0")])
+    assert len(release.find_leaks(source, leaky)) == 2
+    marked = new_notebook(cells=[new_code_cell("### BEGIN SOLUTION")])
+    assert "marker" in release.find_leaks(source, marked)[0]
+
+
+def test_the_workspace_is_never_the_repository_or_a_tracked_folder(tmp_path):
+    for bad in (REPO_ROOT, REPO_ROOT.parent, REPO_ROOT / "solutions" / "x", REPO_ROOT / "notebooks"):
+        with pytest.raises(CourseError):
+            workspace.open_workspace(bad)
+    ws = workspace.open_workspace(tmp_path / "ws")
+    assert (ws.root / "nbgrader_config.py").is_file()
+    assert sys.executable in (ws.root / "jupyter" / "kernels" / "python3" / "kernel.json").read_text()
+
+
+def test_grading_a_workspace_without_hand_ins_says_so(tmp_path):
+    proc = run_cli("grade", "--workspace", str(tmp_path / "empty"))
+    assert proc.returncode == 2 and "holds no hand-ins" in proc.stderr
+
+
+def test_export_before_grading_says_what_to_run(tmp_path):
+    proc = run_cli("export", "--workspace", str(tmp_path / "fresh"))
+    assert proc.returncode == 2 and "autograder grade" in proc.stderr
+
+
+def test_solution_notebooks_are_committed_without_outputs():
+    for path in sorted((REPO_ROOT / "solutions").glob("*/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, f"{path.name}: clear the outputs"

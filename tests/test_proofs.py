@@ -1,0 +1,92 @@
+"""The pipeline's proofs, for every assignment (COURSE_SPEC section 4):
+
+1. the solution notebook, autograded through nbgrader, gets full marks, and its test
+   cells write nothing to stderr;
+2. the blank release gets zero on every autograded test cell;
+3. every `bug` mutant of the catalog loses points, every `correct` variant keeps full marks;
+4. notebooks/ equals a fresh release of solutions/ (no drift).
+
+The solution, the blank release and all mutants of an assignment are graded together
+in one nbgrader run (a module-scoped workspace), then each proof reads its part.
+"""
+import functools
+
+import nbformat
+import pytest
+
+from autograder import course, mutants
+from autograder.release import drift
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENTS = course.assignments()
+CATALOG = mutants.load_catalogs(mutants.default_catalogs())
+BLANK = "blank-release"
+MINIMUM_MUTANTS = {"bug": 10, "correct": 4}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """assignment → (outcomes by mutant id, scores by student, workspace path)."""
+
+    @functools.cache
+    def grade(name):
+        root = tmp_path_factory.mktemp(name)
+        own = [m for m in CATALOG if m.assignment == name]
+        outcomes, scores = mutants.grade_mutants(name, own, {BLANK: course.release_path(name)}, workspace=root)
+        return {o.mutant.id: o for o in outcomes}, scores, root
+
+    return grade
+
+
+def test_every_assignment_has_a_release_and_a_catalog():
+    assert ASSIGNMENTS, "no assignments found under solutions/"
+    for name in ASSIGNMENTS:
+        assert course.release_path(name).is_file(), f"{name}: run python -m autograder release"
+        kinds = [m.kind for m in CATALOG if m.assignment == name]
+        for kind, minimum in MINIMUM_MUTANTS.items():
+            assert kinds.count(kind) >= minimum, f"{name}: only {kinds.count(kind)} {kind} mutants"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_solution_gets_full_marks(graded, name):
+    _, scores, _ = graded(name)
+    solution = scores[mutants.BASELINE]
+    failed = [c.name for c in solution.auto_cells if c.score != c.max_score]
+    assert solution.auto_max > 0 and not failed, f"the solution fails {failed}"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_solution_test_cells_write_nothing_to_stderr(graded, name):
+    _, _, root = graded(name)
+    nb = nbformat.read(root / "autograded" / mutants.BASELINE / name / f"{name}.ipynb", as_version=4)
+    noisy = [
+        course.grade_id(cell)
+        for cell in nb.cells
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade") and cell.cell_type == "code"
+        if any(out.get("name") == "stderr" for out in cell.outputs)
+    ]
+    assert not noisy, f"test cells writing to stderr on the solution: {noisy}"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_blank_release_scores_zero_on_every_test_cell(graded, name):
+    _, scores, _ = graded(name)
+    blank = scores[BLANK]
+    scoring = [c.name for c in blank.auto_cells if c.score]
+    assert blank.auto_cells and not scoring, f"the blank release scores in {scoring}"
+
+
+@pytest.mark.parametrize("mutant", CATALOG, ids=[m.id for m in CATALOG])
+def test_mutant(graded, mutant):
+    if mutant.assignment not in ASSIGNMENTS:
+        pytest.fail(f"{mutant.id}: no assignment named {mutant.assignment!r}")
+    outcomes, _, _ = graded(mutant.assignment)
+    outcome = outcomes[mutant.id]
+    expected = "caught" if mutant.kind == "bug" else "kept"
+    assert outcome.status == expected, f"{mutant.id} ({mutant.description}): {outcome.status}, {outcome.detail}"
+
+
+def test_release_is_in_sync_with_solutions():
+    stale = drift(ASSIGNMENTS)
+    assert not stale, f"notebooks/ is out of date for {stale}: run python -m autograder release"
