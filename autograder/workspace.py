@@ -52,11 +52,11 @@ def open_workspace(root: Path | str | None = None) -> Workspace:
             raise CourseError(f"{root} is inside the tracked folder {tracked}; choose another workspace")
     root.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(BASE_CONFIG, root / "nbgrader_config.py")
-    _install_kernelspec(root)
+    install_kernelspec(root)
     return Workspace(root)
 
 
-def _install_kernelspec(root: Path) -> None:
+def install_kernelspec(root: Path) -> None:
     """Pin the notebooks' "python3" kernel to this interpreter.
 
     Found first through JUPYTER_PATH, it wins over any user-wide kernelspec that could
@@ -80,11 +80,17 @@ def ensure_scripts_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PATH")]))
 
 
+def kernel_env(root: Path) -> dict[str, str]:
+    """os.environ with JUPYTER_PATH leading to the kernelspec of install_kernelspec(root)."""
+    env = dict(os.environ)
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(root / "jupyter"), env.get("JUPYTER_PATH")]))
+    return env
+
+
 def nbgrader_env(ws: Workspace) -> dict[str, str]:
     """The environment nbgrader and the kernels it starts run in."""
     ensure_scripts_on_path()
-    env = dict(os.environ)
-    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ws.path("jupyter")), env.get("JUPYTER_PATH")]))
+    env = kernel_env(ws.root)
     env["COURSE_OFFLINE"] = "1"  # grading never downloads
     env["PYTHONWARNINGS"] = "ignore"
     env["MPLBACKEND"] = "agg"

@@ -1,0 +1,60 @@
+"""Time autograding one hand-in (the solution) per assignment through nbgrader.
+
+    python benchmarks/grading_time.py [NN_name ...] [--repeat N]
+
+Measures `autograder.workspace.autograde` for a single student: the nbgrader process,
+the kernel, every cell in fast mode, the gradebook update. The workspace is prepared
+(generate_assignment) beforehand and not timed. Target (COURSE_SPEC section 7): one
+student's whole course ≤ 30 s on 2 cores. Writes benchmarks/results/grading_time.json.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autograder.course import assignments, check_assignment, solution_path  # noqa: E402
+from autograder.scores import read_scores  # noqa: E402
+from autograder.workspace import add_sources, add_submission, autograde, open_workspace  # noqa: E402
+from benchmarks.machine import save  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignments", nargs="*")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    names = [check_assignment(n) for n in args.assignments] or assignments()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="course-bench-grade-") as tmp:
+        ws = open_workspace(tmp)
+        add_sources(ws, names)
+        for name in names:
+            times = []
+            for i in range(args.repeat):
+                student = f"bench-{i}"
+                add_submission(ws, student, name, solution_path(name))
+                start = time.perf_counter()
+                autograde(ws, name, student)
+                times.append(time.perf_counter() - start)
+            score = read_scores(ws, name, ["bench-0"])[0]
+            rows.append({
+                "assignment": name,
+                "median_s": round(statistics.median(times), 1),
+                "runs_s": [round(t, 1) for t in times],
+                "score": f"{score.auto_score:g}/{score.auto_max:g}",
+            })
+            print(f"{name:<28} {rows[-1]['median_s']:>6.1f} s per hand-in  (runs {rows[-1]['runs_s']}, score {rows[-1]['score']})")
+    total = sum(r["median_s"] for r in rows)
+    print(f"one student's course ({len(rows)} notebooks): {total:.1f} s (target ≤ 30 s)")
+    print(f"saved {save('grading_time', rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
