@@ -59,7 +59,8 @@ def cmd_demo(args) -> int:
 def cmd_mutants(args) -> int:
     from autograder.mutants import report, run
 
-    outcomes = run([Path(p) for p in args.catalog] or None, _names(args.assignment) if args.assignment else None)
+    only = _names(args.assignment) if args.assignment else None
+    outcomes = run([Path(p) for p in args.catalog] or None, only, args.jobs)
     if not outcomes:
         print("no mutants to run")
         return 0
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mutants", help="check that the tests catch the catalog's bugs and keep correct variants")
     p.add_argument("--catalog", action="append", default=[], help="catalog file (repeatable); default: autograder/mutants/")
     p.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    p.add_argument("--jobs", type=int, help="hand-ins graded side by side (default: one per core)")
     p.set_defaults(func=cmd_mutants)
     return parser
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,35 +129,54 @@ def classify(mutant: Mutant, score: NotebookScore | None) -> Outcome:
 
 
 def grade_mutants(
-    assignment: str, mutants: list[Mutant], extra: dict | None = None, workspace: Path | None = None
+    assignment: str,
+    mutants: list[Mutant],
+    extra: dict | None = None,
+    workspace: Path | None = None,
+    jobs: int | None = None,
 ) -> tuple[list[Outcome], dict[str, NotebookScore]]:
     """Grade the solution, every mutant and the `extra` hand-ins (student → notebook or
-    path) of one assignment in one nbgrader run; returns the mutants' outcomes and every
-    score by student ("solution" is the unchanged solution)."""
+    path) of one assignment; returns the mutants' outcomes and every score by student
+    ("solution" is the unchanged solution).
+
+    The hand-ins are dealt round-robin to `jobs` workspaces (default: one per core),
+    graded side by side, each with one nbgrader run.
+    """
     solution = read_notebook(solution_path(assignment))
     outcomes: list[Outcome] = []
+    submissions = {BASELINE: solution, **(extra or {})}
+    graded = []
+    for mutant in mutants:
+        mutated = apply_mutant(solution, mutant.cell, mutant.source)
+        if mutated is None:
+            outcomes.append(Outcome(mutant, "error", f"{assignment} has no solution cell {mutant.cell!r}"))
+            continue
+        submissions[mutant.student] = mutated
+        graded.append(mutant)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
+    items = list(submissions.items())
     with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:
-        ws = open_workspace(workspace or tmp)
-        add_sources(ws, [assignment])
-        for student, notebook in {BASELINE: solution, **(extra or {})}.items():
-            add_submission(ws, student, assignment, notebook)
-        graded = []
-        for mutant in mutants:
-            mutated = apply_mutant(solution, mutant.cell, mutant.source)
-            if mutated is None:
-                outcomes.append(Outcome(mutant, "error", f"{assignment} has no solution cell {mutant.cell!r}"))
-                continue
-            add_submission(ws, mutant.student, assignment, mutated)
-            graded.append(mutant)
-        autograde(ws, assignment)
-        scores = {s.student: s for s in read_scores(ws, assignment)}
+        base = Path(workspace or tmp)
+        chunks = [(base / f"job-{i}", dict(items[i::jobs])) for i in range(jobs)]
+        with ThreadPoolExecutor(jobs) as pool:
+            results = pool.map(lambda chunk: _grade_chunk(assignment, *chunk), chunks)
+            scores = {s.student: s for chunk_scores in results for s in chunk_scores}
     outcomes.extend(classify(m, scores.get(m.student)) for m in graded)
     return outcomes, scores
 
 
-def run_assignment(assignment: str, mutants: list[Mutant]) -> list[Outcome]:
+def _grade_chunk(assignment: str, root: Path, submissions: dict) -> list[NotebookScore]:
+    ws = open_workspace(root)
+    add_sources(ws, [assignment])
+    for student, notebook in submissions.items():
+        add_submission(ws, student, assignment, notebook)
+    autograde(ws, assignment)
+    return read_scores(ws, assignment)
+
+
+def run_assignment(assignment: str, mutants: list[Mutant], jobs: int | None = None) -> list[Outcome]:
     """Outcomes of the mutants of one assignment, once its solution has full marks."""
-    outcomes, scores = grade_mutants(assignment, mutants)
+    outcomes, scores = grade_mutants(assignment, mutants, jobs=jobs)
     baseline = scores.get(BASELINE)
     if baseline is None or not baseline.full_marks:
         detail = "no score" if baseline is None else f"{baseline.auto_score:g}/{baseline.auto_max:g}"
@@ -163,7 +184,7 @@ def run_assignment(assignment: str, mutants: list[Mutant]) -> list[Outcome]:
     return outcomes
 
 
-def run(catalogs: list[Path] | None = None, only: list[str] | None = None) -> list[Outcome]:
+def run(catalogs: list[Path] | None = None, only: list[str] | None = None, jobs: int | None = None) -> list[Outcome]:
     """Run every mutant of the given catalogs (default: the project's own)."""
     mutants = load_catalogs(catalogs if catalogs else default_catalogs())
     known = set(assignments())
@@ -174,7 +195,7 @@ def run(catalogs: list[Path] | None = None, only: list[str] | None = None) -> li
     for assignment in targets:
         if only and assignment not in only:
             continue
-        outcomes.extend(run_assignment(assignment, [m for m in mutants if m.assignment == assignment]))
+        outcomes.extend(run_assignment(assignment, [m for m in mutants if m.assignment == assignment], jobs))
     return outcomes
 
 

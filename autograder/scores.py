@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from autograder.workspace import Workspace, ensure_scripts_on_path
 
@@ -19,6 +20,7 @@ class NotebookScore:
     student: str
     assignment: str
     cells: list[CellScore] = field(default_factory=list)
+    autograded: Path | None = None  # the executed notebook nbgrader wrote
 
     @property
     def auto_cells(self) -> list[CellScore]:
@@ -62,5 +64,5 @@ def read_scores(ws: Workspace, assignment: str, students: list[str] | None = Non
                     )
                     for g in sorted(notebook.grades, key=lambda g: g.name)
                 ]
-                results.append(NotebookScore(student, assignment, cells))
+                results.append(NotebookScore(student, assignment, cells, ws.autograded_path(student, assignment)))
     return sorted(results, key=lambda r: r.student)

@@ -27,14 +27,14 @@ MINIMUM_MUTANTS = {"bug": 10, "correct": 4}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """assignment → (outcomes by mutant id, scores by student, workspace path)."""
+    """assignment → (outcomes by mutant id, scores by student)."""
 
     @functools.cache
     def grade(name):
         root = tmp_path_factory.mktemp(name)
         own = [m for m in CATALOG if m.assignment == name]
         outcomes, scores = mutants.grade_mutants(name, own, {BLANK: course.release_path(name)}, workspace=root)
-        return {o.mutant.id: o for o in outcomes}, scores, root
+        return {o.mutant.id: o for o in outcomes}, scores
 
     return grade
 
@@ -50,7 +50,7 @@ def test_every_assignment_has_a_release_and_a_catalog():
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_solution_gets_full_marks(graded, name):
-    _, scores, _ = graded(name)
+    _, scores = graded(name)
     solution = scores[mutants.BASELINE]
     failed = [c.name for c in solution.auto_cells if c.score != c.max_score]
     assert solution.auto_max > 0 and not failed, f"the solution fails {failed}"
@@ -58,8 +58,8 @@ def test_solution_gets_full_marks(graded, name):
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_solution_test_cells_write_nothing_to_stderr(graded, name):
-    _, _, root = graded(name)
-    nb = nbformat.read(root / "autograded" / mutants.BASELINE / name / f"{name}.ipynb", as_version=4)
+    _, scores = graded(name)
+    nb = nbformat.read(scores[mutants.BASELINE].autograded, as_version=4)
     noisy = [
         course.grade_id(cell)
         for cell in nb.cells
@@ -71,7 +71,7 @@ def test_solution_test_cells_write_nothing_to_stderr(graded, name):
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_blank_release_scores_zero_on_every_test_cell(graded, name):
-    _, scores, _ = graded(name)
+    _, scores = graded(name)
     blank = scores[BLANK]
     scoring = [c.name for c in blank.auto_cells if c.score]
     assert blank.auto_cells and not scoring, f"the blank release scores in {scoring}"
@@ -81,7 +81,7 @@ def test_blank_release_scores_zero_on_every_test_cell(graded, name):
 def test_mutant(graded, mutant):
     if mutant.assignment not in ASSIGNMENTS:
         pytest.fail(f"{mutant.id}: no assignment named {mutant.assignment!r}")
-    outcomes, _, _ = graded(mutant.assignment)
+    outcomes, _ = graded(mutant.assignment)
     outcome = outcomes[mutant.id]
     expected = "caught" if mutant.kind == "bug" else "kept"
     assert outcome.status == expected, f"{mutant.id} ({mutant.description}): {outcome.status}, {outcome.detail}"
