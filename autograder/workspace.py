@@ -94,6 +94,8 @@ def nbgrader_env(ws: Workspace) -> dict[str, str]:
     env["COURSE_OFFLINE"] = "1"  # grading never downloads
     env["PYTHONWARNINGS"] = "ignore"
     env["MPLBACKEND"] = "agg"
+    # One thread per kernel: notebooks graded side by side must not fight over the cores.
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
     return env
 
 
