@@ -10,6 +10,20 @@ from pathlib import Path
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+def datasets_available() -> dict[str, bool]:
+    """Which registered datasets the notebooks could load (else they ran on fallbacks)."""
+    from utils.data import DatasetUnavailable, dataset_path, registry
+
+    available = {}
+    for name in registry():
+        try:
+            dataset_path(name)
+            available[name] = True
+        except DatasetUnavailable:
+            available[name] = False
+    return available
+
+
 def machine_info() -> dict:
     import torch
 
@@ -28,6 +42,7 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "datasets": datasets_available(),
     }
 
 

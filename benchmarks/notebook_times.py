@@ -36,11 +36,13 @@ def run_once(name: str, fast: bool) -> tuple[float, list[str]]:
         shutil.copytree(SOLUTIONS_DIR / name, work)
         install_kernelspec(Path(tmp))
         saved = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(kernel_env(Path(tmp)), MPLBACKEND="agg")
-        os.environ.pop("COURSE_FAST", None)
+        env = kernel_env(Path(tmp))
+        env["MPLBACKEND"] = "agg"
+        env.pop("COURSE_FAST", None)
         if fast:
-            os.environ["COURSE_FAST"] = "1"
+            env["COURSE_FAST"] = "1"
+        os.environ.clear()
+        os.environ.update(env)
         try:
             nb = nbformat.read(work / f"{name}.ipynb", as_version=4)
             client = NotebookClient(nb, timeout=600, allow_errors=True, resources={"metadata": {"path": str(work)}})
