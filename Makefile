@@ -9,8 +9,8 @@ TORCH ?= torch==2.13.0
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)" -e .
+	$(BIN)/python -m pip install -qq --upgrade pip
+	$(BIN)/python -m pip install -qq "$(TORCH)" -e .
 	touch $@
 
 install: $(BIN)/.installed

@@ -15,6 +15,7 @@ from autograder.mutants import apply_mutant, default_catalogs, load_catalogs
 from autograder.workspace import add_sources, add_submission, open_workspace
 
 BUGS_IN_DEMO = 3
+STUDENTS = ("demo-solution", "demo-buggy", "demo-blank")  # the order of the score table
 
 
 def buggy_notebook(assignment: str):
@@ -41,11 +42,12 @@ def demo(workspace: Path | None = None) -> tuple[list[GradeResult], list[str]]:
         ws = open_workspace(workspace or tmp)
         add_sources(ws, names)
         for name in names:
-            add_submission(ws, "demo-solution", name, solution_path(name))
-            add_submission(ws, "demo-blank", name, ws.path("release", name, f"{name}.ipynb"))
+            solution, buggy, blank = STUDENTS
+            add_submission(ws, solution, name, solution_path(name))
+            add_submission(ws, blank, name, ws.path("release", name, f"{name}.ipynb"))
             nb, cells = buggy_notebook(name)
             if cells:
-                add_submission(ws, "demo-buggy", name, nb)
+                add_submission(ws, buggy, name, nb)
                 print(f"demo-buggy for {name}: bugs in {', '.join(cells)}")
         results = grade(ws, names)
     return results, check_demo(results)
@@ -67,7 +69,7 @@ def check_demo(results: list[GradeResult]) -> list[str]:
 
 
 def print_demo(results: list[GradeResult], problems: list[str]) -> None:
-    print(score_table(results))
+    print(score_table(sorted(results, key=lambda r: (r.assignment, STUDENTS.index(r.student)))))
     print()
     if problems:
         print("The demo found problems:\n  " + "\n  ".join(problems))

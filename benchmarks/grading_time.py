@@ -9,7 +9,6 @@ student's whole course ≤ 30 s on 2 cores. Writes benchmarks/results/grading_ti
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -18,25 +17,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder.course import assignments, check_assignment, solution_path  # noqa: E402
+from autograder.course import solution_path  # noqa: E402
 from autograder.scores import read_scores  # noqa: E402
 from autograder.workspace import add_sources, add_submission, autograde, open_workspace  # noqa: E402
-from benchmarks.machine import save  # noqa: E402
+from benchmarks.machine import parse_args, save  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("assignments", nargs="*")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    names = [check_assignment(n) for n in args.assignments] or assignments()
+    names, repeat = parse_args(__doc__, default_repeat=3)
     rows = []
     with tempfile.TemporaryDirectory(prefix="course-bench-grade-") as tmp:
         ws = open_workspace(tmp)
         add_sources(ws, names)
         for name in names:
             times = []
-            for i in range(args.repeat):
+            for i in range(repeat):
                 student = f"bench-{i}"
                 add_submission(ws, student, name, solution_path(name))
                 start = time.perf_counter()

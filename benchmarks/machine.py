@@ -46,6 +46,19 @@ def machine_info() -> dict:
     }
 
 
+def parse_args(doc: str, default_repeat: int) -> tuple[list[str], int]:
+    """The assignments (default: all) and the number of repeats from the command line."""
+    import argparse
+
+    from autograder.course import assignments, check_assignment
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("assignments", nargs="*", help="default: every assignment")
+    parser.add_argument("--repeat", type=int, default=default_repeat)
+    args = parser.parse_args()
+    return [check_assignment(n) for n in args.assignments] or assignments(), args.repeat
+
+
 def save(name: str, rows: list[dict]) -> Path:
     """Write rows and the machine to results/<name>.json; returns the path."""
     RESULTS_DIR.mkdir(exist_ok=True)

@@ -7,7 +7,6 @@ mode; 07 ≤ 120 s in fast mode. Writes benchmarks/results/notebook_times.json.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -21,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import nbformat  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 
-from autograder.course import SOLUTIONS_DIR, assignments, check_assignment  # noqa: E402
+from autograder.course import SOLUTIONS_DIR  # noqa: E402
 from autograder.workspace import install_kernelspec, kernel_env  # noqa: E402
-from benchmarks.machine import save  # noqa: E402
+from benchmarks.machine import parse_args, save  # noqa: E402
 
 TARGET_S = {"full": 90, "fast": 120}
 
@@ -61,16 +60,12 @@ def run_once(name: str, fast: bool) -> tuple[float, list[str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("assignments", nargs="*")
-    parser.add_argument("--repeat", type=int, default=1)
-    args = parser.parse_args()
-    names = [check_assignment(n) for n in args.assignments] or assignments()
+    names, repeat = parse_args(__doc__, default_repeat=1)
     rows = []
     for name in names:
         for mode in ("full", "fast"):
             times, errors = [], []
-            for _ in range(args.repeat):
+            for _ in range(repeat):
                 seconds, errors = run_once(name, fast=mode == "fast")
                 times.append(seconds)
             row = {
