@@ -16,6 +16,8 @@ from autograder.workspace import Workspace
 
 
 def export(ws: Workspace, out_dir: Path) -> list[Path]:
+    from nbgrader.api import MissingEntry
+
     if not ws.path("gradebook.db").is_file():
         raise CourseError(f"{ws.root} has no gradebook yet: run `python -m autograder grade` first")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -23,7 +25,7 @@ def export(ws: Workspace, out_dir: Path) -> list[Path]:
     for name in assignments():
         try:
             scores = read_scores(ws, name)
-        except Exception:  # the assignment was never graded in this workspace
+        except MissingEntry:  # the assignment was never released in this workspace
             continue
         if not scores:
             continue

@@ -95,3 +95,25 @@ def test_step_explorer_falls_back_to_static_views(monkeypatch, capsys):
     widgets.step_explorer(seen.append, max_step=5, description="merges")
     assert seen == [0, 5]
     assert "merges = 5" in capsys.readouterr().out
+
+
+def test_utils_defines_no_graded_name():
+    """utils must not reveal an exercise's answer: none of its public names is the
+    grade_id of a solution cell in any solution notebook."""
+    import importlib
+    import pkgutil
+
+    import nbformat
+    from conftest import REPO_ROOT
+
+    graded = set()
+    for path in (REPO_ROOT / "solutions").glob("*/*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("solution") and cell.cell_type == "code":
+                graded.add(meta["grade_id"])
+    assert graded, "no solution cells found"
+    defined = set(dir(utils))
+    for module in pkgutil.iter_modules(utils.__path__):
+        defined |= set(dir(importlib.import_module(f"utils.{module.name}")))
+    assert not graded & defined, f"utils defines graded names: {sorted(graded & defined)}"
