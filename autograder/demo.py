@@ -41,29 +41,30 @@ def demo(workspace: Path | None = None) -> tuple[list[GradeResult], list[str]]:
     with tempfile.TemporaryDirectory(prefix="course-demo-") as tmp:
         ws = open_workspace(workspace or tmp)
         add_sources(ws, names)
+        solution, buggy, blank = STUDENTS
         for name in names:
-            solution, buggy, blank = STUDENTS
             add_submission(ws, solution, name, solution_path(name))
             add_submission(ws, blank, name, ws.path("release", name, f"{name}.ipynb"))
             nb, cells = buggy_notebook(name)
             if cells:
                 add_submission(ws, buggy, name, nb)
-                print(f"demo-buggy for {name}: bugs in {', '.join(cells)}")
+                print(f"{buggy} for {name}: bugs in {', '.join(cells)}")
         results = grade(ws, names)
     return results, check_demo(results)
 
 
 def check_demo(results: list[GradeResult]) -> list[str]:
     """What in the demo contradicts the pipeline's promises (empty: all as expected)."""
+    solution, buggy, blank = STUDENTS
     problems = []
     for r in results:
         if r.score is None:
             problems.append(f"{r.assignment} {r.student}: {r.status} {r.message}")
-        elif r.student == "demo-solution" and not r.score.full_marks:
+        elif r.student == solution and not r.score.full_marks:
             problems.append(f"{r.assignment}: the solution does not get full marks")
-        elif r.student == "demo-blank" and r.score.auto_score != 0:
+        elif r.student == blank and r.score.auto_score != 0:
             problems.append(f"{r.assignment}: the blank release scores {r.score.auto_score:g}, not 0")
-        elif r.student == "demo-buggy" and r.score.full_marks:
+        elif r.student == buggy and r.score.full_marks:
             problems.append(f"{r.assignment}: the buggy submission gets full marks")
     return problems
 

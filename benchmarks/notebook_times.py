@@ -13,6 +13,7 @@ import statistics
 import sys
 import tempfile
 import time
+from unittest import mock
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import nbformat  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 
-from autograder.course import SOLUTIONS_DIR  # noqa: E402
+from autograder.course import SOLUTIONS_DIR, grade_id  # noqa: E402
 from autograder.workspace import install_kernelspec, kernel_env  # noqa: E402
 from benchmarks.machine import parse_args, save  # noqa: E402
 
@@ -34,25 +35,20 @@ def run_once(name: str, fast: bool) -> tuple[float, list[str]]:
         work = Path(tmp) / name
         shutil.copytree(SOLUTIONS_DIR / name, work)
         install_kernelspec(Path(tmp))
-        saved = dict(os.environ)
         env = kernel_env(Path(tmp))
         env["MPLBACKEND"] = "agg"
         env.pop("COURSE_FAST", None)
         if fast:
             env["COURSE_FAST"] = "1"
-        os.environ.clear()
-        os.environ.update(env)
-        try:
+        # The kernelspec lookup and the kernel itself both read os.environ.
+        with mock.patch.dict(os.environ, env, clear=True):
             nb = nbformat.read(work / f"{name}.ipynb", as_version=4)
             client = NotebookClient(nb, timeout=600, allow_errors=True, resources={"metadata": {"path": str(work)}})
             start = time.perf_counter()
             client.execute()
             seconds = time.perf_counter() - start
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
     errors = [
-        cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {i}")
+        grade_id(cell) or f"cell {i}"
         for i, cell in enumerate(nb.cells)
         if cell.cell_type == "code" and any(o.get("output_type") == "error" for o in cell.outputs)
     ]
