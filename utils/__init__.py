@@ -8,6 +8,8 @@ Import once at the top of a notebook::
 Submodules, by concern:
   utils.runtime   setup(), seeding, device choice, Colab detection, fast mode
   utils.data      the dataset registry and loaders (download, checksum, offline mirror)
+  utils.text      character-level data for language models (codec, random windows)
+  utils.translation  sentence pairs for translation (Tatoeba loader that skips bad lines)
   utils.checks    self-check helpers that turn a wrong answer into an actionable message
   utils.plotting  small matplotlib helpers (curves, heatmaps, 2-D embeddings)
   utils.widgets   ipywidgets explorers with a static fallback
