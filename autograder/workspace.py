@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,9 +67,11 @@ def install_kernelspec(root: Path) -> None:
     spec_dir = root / "jupyter" / "kernels" / "python3"
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        # autograder.sandbox starts an ordinary kernel unless the grader asks for a sandbox.
+        "argv": [sys.executable, "-m", "autograder.sandbox", "{connection_file}"],
         "display_name": "Python 3 (course)",
         "language": "python",
+        "interrupt_mode": "message",  # a signal would reach the sandbox's launcher, not the kernel
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
 
@@ -99,12 +103,29 @@ def nbgrader_env(ws: Workspace) -> dict[str, str]:
     return env
 
 
-def run_nbgrader(ws: Workspace, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
-    """Run `nbgrader ARGS` inside the workspace; raise a CourseError with its log on failure."""
+class NotebookTimeout(CourseError):
+    """The nbgrader run went past its time limit and was killed with its kernel."""
+
+
+def run_nbgrader(
+    ws: Workspace, *args: str, timeout: float | None = None, env: dict | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    """Run `nbgrader ARGS` inside the workspace; raise a CourseError with its log on failure.
+
+    Past `timeout` seconds the run is killed; its kernel dies with it (the sandbox's
+    launcher has PR_SET_PDEATHSIG) and NotebookTimeout is raised."""
     command = [sys.executable, "-m", "nbgrader", *args, "--CourseDirectory.root=" + str(ws.root)]
-    proc = subprocess.run(
-        command, cwd=ws.root, env=nbgrader_env(ws), capture_output=True, text=True, timeout=timeout
-    )
+    with subprocess.Popen(
+        command, cwd=cwd or ws.root, env={**nbgrader_env(ws), **(env or {})}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
+    ) as popen:
+        try:
+            output, _ = popen.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            popen.communicate()
+            raise NotebookTimeout(f"nbgrader {' '.join(args)} ran past {timeout:g} s and was stopped") from None
+    proc = subprocess.CompletedProcess(command, popen.returncode, output, "")
     if proc.returncode != 0:
         log = (proc.stdout + proc.stderr).strip().splitlines()
         raise CourseError(f"nbgrader {' '.join(args)} failed:\n" + "\n".join(log[-40:]))
@@ -141,9 +162,54 @@ def add_submission(ws: Workspace, student: str, assignment: str, notebook: Path 
     return target
 
 
-def autograde(ws: Workspace, assignment: str, student: str | None = None) -> None:
-    """nbgrader autograde one assignment, for one student or for every submission."""
-    args = ["autograde", assignment, "--force"]
+def hidden_paths(ws: Workspace) -> list[str]:
+    """Folders a grading kernel must not see: the workspace (gradebook, hidden tests,
+    other hand-ins), the solutions, the autograder (mutant catalogs) and git history."""
+    paths = [ws.root, SOLUTIONS_DIR, REPO_ROOT / "autograder"]
+    git = REPO_ROOT / ".git"
+    if git.is_dir():
+        paths.append(git)
+    elif git.is_file():  # a worktree: .git names its folder inside the main repository's .git
+        text = git.read_text().strip()
+        if text.startswith("gitdir:"):
+            gitdir = (REPO_ROOT / text.split(":", 1)[1].strip()).resolve()
+            paths.append(gitdir.parent.parent if gitdir.parent.name == "worktrees" else gitdir)
+    return [str(Path(p).resolve()) for p in paths]
+
+
+def autograde(
+    ws: Workspace,
+    assignment: str,
+    student: str | None = None,
+    settings=None,
+    keep: list | None = None,
+) -> None:
+    """nbgrader autograde one assignment, for one student or for every submission, each
+    kernel in the sandbox (`autograder.sandbox`) with `settings` (default limits).
+
+    `keep`, a list, receives the guard logs (one list of events per kernel started)."""
+    from autograder.sandbox import Settings
+    from autograder.integrity import read_guard_logs
+
+    settings = settings or Settings()
+    args = ["autograde", assignment, "--force", f"--Execute.timeout={settings.limits.cell_timeout}",
+            "--KernelManager.transport=ipc"]
     if student:
         args.append(f"--student={student}")
-    run_nbgrader(ws, *args)
+    base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
+    try:
+        os.chmod(base, 0o711)  # kernels (another user) reach their own folders, never list them
+        (base / "runtime").mkdir()
+        settings.base, settings.hide = str(base), settings.hide or hidden_paths(ws)
+        runtime = str(base / "runtime")  # the connection file and the kernel's sockets (nbclient uses TMPDIR)
+        env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime}
+        args.append(f"--KernelManager.ip={runtime}/kernel")  # Unix sockets: kernel-1 ... kernel-5
+        timeout = settings.limits.notebook_timeout if student else None
+        try:
+            run_nbgrader(ws, *args, timeout=timeout, env=env)
+        finally:
+            if keep is not None:
+                keep.extend(read_guard_logs(base))
+    finally:
+        if not os.environ.get("AUTOGRADER_KEEP_SANDBOX"):  # for debugging the sandbox
+            shutil.rmtree(base, ignore_errors=True)

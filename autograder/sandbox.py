@@ -1,0 +1,283 @@
+"""The kernel launcher that runs student code in a sandbox while nbgrader grades it.
+
+Each workspace's "python3" kernelspec runs ``python -m autograder.sandbox
+{connection_file}`` (interrupts travel as kernel messages). The settings come from the
+environment variable AUTOGRADER_SANDBOX (JSON, see `Limits` and `kernel_settings`), which
+`autograder.grading` sets for each nbgrader run; without it the kernel starts as usual.
+
+Layers, outermost first:
+1. Namespaces, where the machine allows them (`probe()`): the kernel runs under
+   ``unshare`` in its own network namespace (no network at all: not even loopback is
+   up; the kernel talks to nbgrader over Unix sockets), mount namespace (the grading
+   workspace, the solutions, the autograder and the repository's history are hidden
+   under empty read-only tmpfs mounts) and PID namespace (every process the student
+   starts dies with the kernel). The launcher dies with nbgrader (PR_SET_PDEATHSIG), so
+   killing a run that went past the notebook time limit takes the whole tree down.
+2. Inside them the whole file system is read-only, /tmp is a private tmpfs (other
+   kernels' folders vanish) that holds only this run's folder, and the kernel then
+   enters a user namespace of its own: the mounts are locked (student code cannot undo
+   them, even as root) and RLIMIT_NPROC applies to it. no_new_privs is set.
+3. Resource limits: address space (memory), file size, process count, CPU seconds,
+   no core files.
+4. A private working directory holding only the student's notebook, HOME and TMPDIR
+   inside it, and an environment reduced to an allow-list (no tokens or secrets).
+5. In the kernel (`autograder.guard`): an audit hook that refuses network sockets,
+   os.fork and opening the hidden paths even where namespaces are missing, an output
+   cap, and the integrity guard that restores what tests rely on.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+ENV = "AUTOGRADER_SANDBOX"
+KEEP_ENV = (
+    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHSEED", "PYTHONWARNINGS", "NBGRADER_EXECUTION",
+    "MPLBACKEND", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TQDM_DISABLE", "COURSE_DATA_DIR", "COURSE_OFFLINE",
+    "COURSE_FAST", "COURSE_DEVICE", "CUDA_VISIBLE_DEVICES", "JPY_SESSION_NAME",
+)
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
+# The new mount API (Linux >= 5.12); these numbers are the same on x86-64 and arm64.
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+AT_FDCWD, AT_RECURSIVE, O_CLOEXEC = -100, 0x8000, 0o2000000
+OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH, MOUNT_ATTR_RDONLY = 1, 4, 1
+
+
+@dataclass
+class Limits:
+    """What one graded notebook may use. Times in seconds, sizes in MiB (output in KiB)."""
+
+    cell_timeout: int = 120        # per cell (nbgrader interrupts the cell, the rest still runs)
+    notebook_timeout: int = 900    # per notebook (the run is killed; the hand-in scores 0)
+    memory_mb: int = 6144          # address space of the kernel (RLIMIT_AS)
+    output_kb: int = 2048          # text and display output the kernel may send, in total
+    file_mb: int = 256             # largest file the kernel may write (RLIMIT_FSIZE)
+    processes: int = 128           # RLIMIT_NPROC (threads count too) for the kernel's own user
+
+
+@dataclass
+class Settings:
+    """The JSON carried to the launcher in AUTOGRADER_SANDBOX."""
+
+    limits: Limits = field(default_factory=Limits)
+    base: str = ""                  # folder under which each kernel gets its private directory
+    hide: list = field(default_factory=list)       # folders the kernel must not see
+    notebook: str = ""              # the student's notebook, copied into the working directory
+    protected_names: list = field(default_factory=list)  # names the tests import (guard)
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls, text: str) -> "Settings":
+        data = json.loads(text)
+        return cls(limits=Limits(**data.pop("limits", {})), **data)
+
+
+@lru_cache(maxsize=1)
+def probe() -> tuple[str, list[str]]:
+    """Which isolation this machine allows: ("namespaces", unshare prefix) or ("none", [])."""
+    unshare = shutil.which("unshare")
+    if not unshare or sys.platform != "linux":
+        return "none", []
+    prefix = [unshare]
+    if os.geteuid() != 0:
+        prefix += ["--user", "--map-root-user"]
+    prefix += ["--mount", "--net", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc"]
+    base = tempfile.mkdtemp(prefix="course-probe-")
+    try:
+        check = [*prefix, sys.executable, "-m", "autograder.sandbox", "--probe", base]
+        ok = subprocess.run(check, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    finally:
+        os.rmdir(base)
+    return ("namespaces", prefix) if ok else ("none", [])
+
+
+def describe() -> str:
+    """One line on the isolation in use, for reports."""
+    kind, _ = probe()
+    if kind == "namespaces":
+        return "namespaces (network, mount, pid, user) via unshare; read-only file system; rlimits; audit hook"
+    return "no namespaces on this machine: rlimits, and an audit hook that refuses sockets, fork and hidden paths"
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+    return result
+
+
+def _prctl(option: int, value: int) -> None:
+    _libc().prctl(option, value, 0, 0, 0)
+
+
+def _mount_tmpfs(path: str, readonly: bool) -> None:
+    flags = MS_NOSUID | MS_NODEV | (MS_RDONLY | MS_NOEXEC if readonly else 0)
+    options = b"size=4k,mode=0555" if readonly else b"mode=1777"
+    _check(_libc().mount(b"tmpfs", os.fsencode(path), b"tmpfs", flags, options), f"mount tmpfs on {path}")
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def _isolate_filesystem(base: str, hide: list[str]) -> list[str]:
+    """In a fresh mount namespace: everything read-only, `hide` under empty tmpfs mounts,
+    the parent of `base` (/tmp) private, so other runs' folders vanish, except `base`."""
+    libc = _libc()
+    tmp = os.path.dirname(base.rstrip(os.sep))  # where every run's folder lives (/tmp)
+    keep = _check(libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(base), OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC), "open_tree")
+    attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    _check(libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)), "mount_setattr")
+    writable = _MountAttr(0, MOUNT_ATTR_RDONLY, 0, 0)  # the kernel's own /proc (pid namespace) stays writable
+    _check(libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/proc", 0, ctypes.byref(writable), ctypes.sizeof(writable)), "mount_setattr /proc")
+    hidden = []
+    for path in hide:
+        if os.path.isdir(path) and not base.startswith(path.rstrip(os.sep) + os.sep):
+            _mount_tmpfs(path, readonly=True)
+            hidden.append(path)
+    _mount_tmpfs(tmp, readonly=False)
+    os.makedirs(base)
+    _check(libc.syscall(SYS_MOVE_MOUNT, keep, b"", AT_FDCWD, os.fsencode(base), MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
+    os.close(keep)
+    return hidden
+
+
+def _lock_mounts() -> None:
+    """Enter a user namespace of our own (root inside maps to the same user outside):
+    the mounts above become locked (they cannot be undone from inside), and RLIMIT_NPROC
+    counts this kernel's processes even for root."""
+    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    for name, text in (("setgroups", "deny"), ("uid_map", "0 0 1"), ("gid_map", "0 0 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
+def _set_limits(limits: Limits) -> None:
+    def setl(which, value):
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            pass
+
+    setl(resource.RLIMIT_AS, limits.memory_mb * 2**20)
+    setl(resource.RLIMIT_FSIZE, limits.file_mb * 2**20)
+    setl(resource.RLIMIT_CORE, 0)
+    setl(resource.RLIMIT_CPU, limits.notebook_timeout + 30)
+    setl(resource.RLIMIT_NPROC, limits.processes)  # threads count too; fatal to a fork bomb
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-big write fails with EFBIG instead
+
+
+def _prepare_home(settings: Settings, runtime: Path) -> Path:
+    """The kernel's private folder: work/ (the cwd: the notebook and the assignment's
+    other files), and folders for IPython, matplotlib and the dataset cache."""
+    base = Path(settings.base or tempfile.mkdtemp(prefix="course-sandbox-"))
+    home = Path(tempfile.mkdtemp(prefix="kernel-", dir=base))
+    work = home / "work"
+    work.mkdir()
+    if settings.notebook and Path(settings.notebook).is_file():
+        shutil.copyfile(settings.notebook, work / Path(settings.notebook).name)
+    # Files the assignment ships beside its notebook (nbgrader copied them into the cwd).
+    for item in Path.cwd().iterdir() if Path.cwd() != runtime else ():
+        if item.is_file() and item.suffix != ".ipynb" and item.stat().st_size < 50 * 2**20:
+            shutil.copyfile(item, work / item.name)
+    for sub in ("ipython", "mpl", "cache"):
+        (home / sub).mkdir()
+    return home
+
+
+def _environment(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in KEEP_ENV}
+    env.update(
+        HOME=str(home / "work"), TMPDIR=str(home / "work"), IPYTHONDIR=str(home / "ipython"),
+        MPLCONFIGDIR=str(home / "mpl"), COURSE_CACHE_DIR=str(home / "cache"), COURSE_OFFLINE="1",
+        PYTHONNOUSERSITE="1",
+    )
+    return env
+
+
+def _absolute_ipc(connection_file: str, home: Path) -> str:
+    """The kernel works in another folder than nbgrader, which runs in the folder of the
+    connection file: a relative ipc address is made absolute there, in a copy."""
+    info = json.loads(Path(connection_file).read_text())
+    if info.get("transport") != "ipc" or os.path.isabs(info.get("ip", "")):
+        return connection_file
+    info["ip"] = os.path.join(os.path.dirname(os.path.abspath(connection_file)), info["ip"])
+    copy = home / "connection.json"
+    copy.write_text(json.dumps(info))
+    os.chmod(copy, 0o600)
+    return str(copy)
+
+
+def inner(argv: list[str]) -> None:
+    """Inside the namespaces (or directly, without them): set up, then run the kernel."""
+    from autograder import guard  # before the autograder's folder is hidden
+
+    settings = Settings.from_env(os.environ.get(ENV, "{}"))
+    connection_file, extra = argv[0], argv[1:]
+    home = _prepare_home(settings, Path(connection_file).resolve().parent)
+    hidden = []
+    if os.environ.get("AUTOGRADER_IN_NAMESPACE") and settings.base:
+        hidden = _isolate_filesystem(settings.base, settings.hide)  # no file may be open for writing
+        _lock_mounts()
+    connection_file = _absolute_ipc(connection_file, home)
+    log = open(home / "guard.jsonl", "a", buffering=1, encoding="utf-8")
+    output = os.open(home / "kernel-output.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    env = _environment(home)
+    _set_limits(settings.limits)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    os.chdir(home / "work")
+    os.environ.clear()
+    os.environ.update(env)
+    os.dup2(output, 1)  # what reaches the real stdout/stderr stays here, capped by RLIMIT_FSIZE
+    os.dup2(output, 2)
+    sys.path[:] = [p for p in sys.path if p and not any(p == h or p.startswith(h + os.sep) for h in hidden)]
+    guard.launch(connection_file, extra, log, settings, hidden)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--probe":  # run by probe() under unshare: can we isolate?
+        _isolate_filesystem(argv[1], [])
+        _lock_mounts()
+        return None
+    if argv and argv[0] == "--inner":
+        return inner(argv[1:])
+    if not os.environ.get(ENV):  # an ordinary kernel (no sandbox requested)
+        from ipykernel import kernelapp
+
+        sys.argv = [sys.argv[0], "-f", *argv]
+        return kernelapp.launch_new_instance()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # die with nbgrader, and take the namespace down
+    kind, prefix = probe()
+    command = [sys.executable, "-m", "autograder.sandbox", "--inner", *argv]
+    if kind == "namespaces":
+        os.environ["AUTOGRADER_IN_NAMESPACE"] = "1"
+        if "--user" in prefix:
+            os.environ["AUTOGRADER_USERNS"] = "1"
+        os.execv(prefix[0], [*prefix, *command])
+    os.execv(sys.executable, command)
+
+
+if __name__ == "__main__":
+    main()
