@@ -1,4 +1,4 @@
-"""Command line: python -m autograder {release,grade,export,demo,mutants} ..."""
+"""Command line: python -m autograder {release,collect,repair,grade,export,feedback,demo,mutants} ..."""
 from __future__ import annotations
 
 import argparse
@@ -28,14 +28,72 @@ def cmd_release(args) -> int:
     return 0
 
 
+def _limits(args):
+    from autograder.sandbox import Limits
+
+    limits = Limits()
+    for key in ("cell_timeout", "notebook_timeout", "memory_mb", "output_kb"):
+        if getattr(args, key, None) is not None:
+            setattr(limits, key, getattr(args, key))
+    return limits
+
+
 def cmd_grade(args) -> int:
     from autograder.grading import grade, score_table
+    from autograder.sandbox import describe
     from autograder.workspace import open_workspace
 
     ws = open_workspace(args.workspace)
-    results = grade(ws, [check_assignment(n) for n in args.assignments], args.student or None)
+    print(f"sandbox: {describe()}")
+    results = grade(ws, [check_assignment(n) for n in args.assignments], args.student or None,
+                    jobs=args.jobs, limits=_limits(args))
     print(score_table(results))
+    print(f"reports: {ws.path('reports')}")
     return 0 if all(r.status == "graded" for r in results) else 1
+
+
+def cmd_collect(args) -> int:
+    from autograder.collect import collect, format_report
+    from autograder.workspace import open_workspace
+
+    ws = open_workspace(args.workspace)
+    entries, report = collect(Path(args.source), ws)
+    print(format_report(entries))
+    print(f"report: {report}")
+    return 0 if all(e.action != "not placed" for e in entries) else 1
+
+
+def cmd_repair(args) -> int:
+    from autograder.grading import ensure_sources, prepare, submitted
+    from autograder.workspace import open_workspace
+
+    ws = open_workspace(args.workspace)
+    names = _names(args.assignments)
+    ensure_sources(ws, names)
+    problems = 0
+    for name in names:
+        for student in submitted(ws, name):
+            if args.student and student not in args.student:
+                continue
+            _, early, changes = prepare(ws, student, name)
+            if early is not None:
+                problems += 1
+                print(f"{name} {student}: {early.status}: {early.message}")
+                continue
+            print(f"{name} {student}: " + ("nothing to repair" if not changes else f"{len(changes)} repairs"))
+            for change in changes:
+                print(f"    {change}")
+    return 1 if problems else 0
+
+
+def cmd_feedback(args) -> int:
+    from autograder.feedback import feedback
+    from autograder.workspace import open_workspace
+
+    ws = open_workspace(args.workspace)
+    for path in feedback(ws, _names(args.assignments), args.student or None):
+        print(f"wrote {path}")
+    return 0
 
 
 def cmd_export(args) -> int:
@@ -78,16 +136,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_release)
 
     workspace_help = "grading workspace (default: $COURSE_WORKSPACE or ./grading, which git ignores)"
-    p = sub.add_parser("grade", help="autograde the hand-ins in WORKSPACE/submitted/")
+    p = sub.add_parser("collect", help="place the hand-ins of an LMS zip or a folder into WORKSPACE/submitted/")
+    p.add_argument("source", help="a .zip file or a folder of hand-ins")
+    p.add_argument("--workspace", help=workspace_help)
+    p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("repair", help="restore the hand-ins' cells and metadata from the release (grade does it too)")
+    p.add_argument("assignments", nargs="*", help="default: every assignment")
+    p.add_argument("--student", action="append", help="only this student (repeatable)")
+    p.add_argument("--workspace", help=workspace_help)
+    p.set_defaults(func=cmd_repair)
+
+    p = sub.add_parser("grade", help="repair and autograde the hand-ins in WORKSPACE/submitted/, each in a sandbox")
     p.add_argument("assignments", nargs="*", help="default: every assignment with hand-ins")
     p.add_argument("--student", action="append", help="grade only this student (repeatable)")
     p.add_argument("--workspace", help=workspace_help)
+    p.add_argument("--jobs", type=int, default=1, help="notebooks graded side by side (default 1)")
+    p.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default 120)")
+    p.add_argument("--notebook-timeout", type=int, help="seconds a notebook may run (default 900)")
+    p.add_argument("--memory-mb", type=int, help="memory of a grading kernel in MiB (default 6144)")
+    p.add_argument("--output-kb", type=int, help="output a notebook may print, in KiB (default 2048)")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("export", help="write CSV files of the scores (totals and per question)")
     p.add_argument("--workspace", help=workspace_help)
     p.add_argument("--out", help="output folder (default: WORKSPACE/export)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("feedback", help="HTML feedback per student (pass/fail and messages, never hidden tests)")
+    p.add_argument("assignments", nargs="*", help="default: every assignment")
+    p.add_argument("--student", action="append", help="only this student (repeatable)")
+    p.add_argument("--workspace", help=workspace_help)
+    p.set_defaults(func=cmd_feedback)
 
     p = sub.add_parser("demo", help="release and grade demo hand-ins end to end, offline")
     p.add_argument("--workspace", help="keep the demo workspace here (default: a temporary folder)")

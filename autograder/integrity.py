@@ -24,3 +24,117 @@ def read_guard_logs(base: Path) -> list[list[dict]]:
                 events.append(event)
         logs.append(events)
     return logs
+
+
+# What in a student's own cells suggests tampering, and why it matters.
+SUSPICIOUS = [
+    (r"\b(torch|np|numpy|math)(\s*\.\s*testing)?\s*\.\s*(allclose|isclose|equal|assert_close|assert_allclose|testing)\s*=(?!=)",
+     "replaces a comparison function the tests rely on"),
+    (r"\bsetattr\s*\(\s*(torch|np|numpy|math|utils|checks|builtins)\b", "replaces an attribute of a module the tests rely on"),
+    (r"\b(utils\s*\.\s*)?checks\s*\.\s*\w+\s*=(?!=)", "replaces a self-check helper"),
+    (r"\bbuiltins\b|__builtins__", "changes Python's builtins"),
+    (r"\bsys\s*\.\s*modules\b", "changes the module table"),
+    (r"\bevents\s*\.\s*(register|callbacks)|input_transformers|ast_transformers|input_transformer_manager"
+     r"|set_custom_exc|CustomTB|register_magic|showtraceback", "registers IPython hooks that can change later cells"),
+    (r"\bsys\s*\.\s*(settrace|setprofile|_getframe)|\bf_back\b|\bf_locals\b|\bco_consts\b|\binspect\s*\.\s*"
+     r"(stack|currentframe|getouterframes|getsource)|\blinecache\b|\b_ih\b|\bIn\s*\[|\b_i\d*\b|history_manager"
+     r"|\bgc\s*\.\s*get_(objects|referrers)", "reads the code that is running (the hidden tests)"),
+    (r"gradebook|nbgrader|autograded|HIDDEN TESTS|\bsolutions/|\brelease/", "refers to the grader's files"),
+]
+
+
+def student_code(repaired, release) -> list[tuple[str, str]]:
+    """(label, source) of each code cell whose text the student wrote: answer cells and
+    cells they added (not a copy of any release cell)."""
+    from autograder.repair import is_locked, label, norm
+
+    given = {norm(c.source) for c in release.cells}
+    return [
+        (label(cell, index), cell.source)
+        for index, cell in enumerate(repaired.cells)
+        if cell.cell_type == "code" and not is_locked(cell) and norm(cell.source) not in given
+    ]
+
+
+def bound_names(source: str, assignments: bool = True) -> set[str]:
+    """Names a cell binds at top level (defs, classes, imports, and assignments)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif assignments and isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+def protected_names(source_nb) -> list[str]:
+    """Names the locked cells give (imports, functions, classes, CONSTANTS) that the test
+    cells use: a student who rebinds one changes what the tests check with."""
+    import ast
+
+    from autograder.repair import is_locked, nbmeta
+
+    given = set()
+    for cell in source_nb.cells:
+        if cell.cell_type == "code" and is_locked(cell) and not nbmeta(cell).get("grade"):
+            given |= {n for n in bound_names(cell.source, assignments=False)}
+            given |= {n for n in bound_names(cell.source) if n.isupper() and len(n) > 1}
+    used = set()
+    for cell in source_nb.cells:
+        if cell.cell_type == "code" and nbmeta(cell).get("grade"):
+            try:
+                used |= {n.id for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Name)}
+            except SyntaxError:
+                continue
+    return sorted(n for n in given & used if not n.startswith("_"))
+
+
+def scan(repaired, release, protected: list[str]) -> list[str]:
+    """Reasons to review a hand-in by hand, from the code the student wrote."""
+    import re
+
+    flags = []
+    for where, source in student_code(repaired, release):
+        for pattern, reason in SUSPICIOUS:
+            found = re.search(pattern, source)
+            if found:
+                line = next(l for l in source.splitlines() if found.group(0).splitlines()[0] in l).strip()
+                flags.append(f"{where}: {reason} (`{line[:100]}`)")
+        rebound = sorted(bound_names(source) & set(protected))
+        if rebound:
+            flags.append(f"{where}: redefines {', '.join(rebound)}, which the tests use")
+    return flags
+
+
+def guard_findings(logs: list[list[dict]], executed: int | None) -> tuple[list[str], list[str]]:
+    """(integrity flags, sandbox notes) from the guard's logs of one hand-in's kernel.
+    `executed` is the number of cells nbgrader ran, when known."""
+    flags, notes = [], []
+    for events in logs:
+        seen = set()
+        for e in events:
+            kind, detail = e.get("event"), str(e.get("detail", ""))
+            key = (kind, detail)
+            if key in seen:
+                continue
+            seen.add(key)
+            if kind == "tamper":
+                flags.append(f"cell #{e.get('n')}: {detail}")
+            elif kind in ("network", "process", "hidden-path", "output"):
+                notes.append(f"{kind}: {detail}")
+            elif kind == "garbled":
+                flags.append("the guard's log was written to by the notebook")
+        started = sum(1 for e in events if e.get("event") == "cell")
+        if executed is not None and started < executed:
+            flags.append(f"the integrity guard saw {started} of the {executed} cells run: a cell disabled it")
+    return flags, notes
