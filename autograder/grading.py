@@ -21,6 +21,7 @@ from __future__ import annotations
 import filecmp
 import hashlib
 import json
+import re
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +49,7 @@ STATUSES = {
 }
 ORDER = list(STATUSES)
 _db_lock = threading.Lock()
+GUARD_DISABLED = "the integrity guard saw"
 
 
 @dataclass
@@ -198,7 +200,7 @@ def grade_one(ws: Workspace, student: str, assignment: str, limits=None) -> Grad
             status = "crashed"
             message = "the kernel died" + _crash_cell(logs, notebook, source)
         else:
-            status, message = "failed", log.splitlines()[-1][:300]
+            status, message = "failed", _reason(log)
     result = GradeResult(student, assignment, status, message=message, repairs=repairs, flags=flags)
     if status != "graded":
         zero_grades(ws, assignment, student)
@@ -206,6 +208,9 @@ def grade_one(ws: Workspace, student: str, assignment: str, limits=None) -> Grad
     executed, events = _executed(ws.autograded_path(student, assignment), limits)
     guard_flags, notes = guard_findings(logs, executed)
     result.flags += guard_flags
+    if any(f.startswith(GUARD_DISABLED) for f in guard_flags):
+        zero_grades(ws, assignment, student)  # nothing that ran after it can be trusted
+        result.message = "points withheld: a cell disabled the integrity guard; review by hand"
     result.notes = events + notes
     statuses = [s for s, text in (("timeout", "timeout"), ("memory-limit", "memory"), ("output-limit", "output"),
                                   ("sandbox", "network"), ("sandbox", "process"), ("sandbox", "hidden-path"))
@@ -217,6 +222,12 @@ def grade_one(ws: Workspace, student: str, assignment: str, limits=None) -> Grad
     if not scores:
         result.status, result.message = "failed", "nbgrader recorded no score"
     return _finish(ws, result, scores)
+
+
+def _reason(log: str) -> str:
+    """The line of an nbgrader log that names the error."""
+    errors = [l.strip() for l in log.splitlines() if re.match(r"^\s*[\w.]*(Error|Exception|Timeout)\b", l)]
+    return (errors[-1] if errors else log.strip().splitlines()[-1])[:300]
 
 
 def _finish(ws: Workspace, result: GradeResult, scores: list[NotebookScore]) -> GradeResult:

@@ -73,6 +73,9 @@ class Guard:
     def audit(self, event: str, args) -> None:
         if not self.armed:  # the kernel's own start-up (its heartbeat binds a port)
             return
+        if event == "socket.getaddrinfo":
+            self.write("network", detail=f"looked up {str(args[0])[:100]}")
+            raise PermissionError("network access is disabled while grading")
         if event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
             sock = args[0]
             if getattr(sock, "family", None) in (socket.AF_INET, socket.AF_INET6):

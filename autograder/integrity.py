@@ -56,19 +56,21 @@ def student_code(repaired, release) -> list[tuple[str, str]]:
     ]
 
 
-def bound_names(source: str, assignments: bool = True) -> set[str]:
+def bound_names(source: str, assignments: bool = True, imports: bool = True) -> set[str]:
     """Names a cell binds at top level (defs, classes, imports, and assignments)."""
     import ast
 
+    from autograder.repair import parse
+
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return set()
     names = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        elif imports and isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif assignments and isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -82,7 +84,7 @@ def protected_names(source_nb) -> list[str]:
     cells use: a student who rebinds one changes what the tests check with."""
     import ast
 
-    from autograder.repair import is_locked, nbmeta
+    from autograder.repair import is_locked, nbmeta, parse
 
     given = set()
     for cell in source_nb.cells:
@@ -93,7 +95,7 @@ def protected_names(source_nb) -> list[str]:
     for cell in source_nb.cells:
         if cell.cell_type == "code" and nbmeta(cell).get("grade"):
             try:
-                used |= {n.id for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Name)}
+                used |= {n.id for n in ast.walk(parse(cell.source)) if isinstance(n, ast.Name)}
             except SyntaxError:
                 continue
     return sorted(n for n in given & used if not n.startswith("_"))
@@ -110,7 +112,7 @@ def scan(repaired, release, protected: list[str]) -> list[str]:
             if found:
                 line = next(l for l in source.splitlines() if found.group(0).splitlines()[0] in l).strip()
                 flags.append(f"{where}: {reason} (`{line[:100]}`)")
-        rebound = sorted(bound_names(source) & set(protected))
+        rebound = sorted(bound_names(source, imports=False) & set(protected))
         if rebound:
             flags.append(f"{where}: redefines {', '.join(rebound)}, which the tests use")
     return flags

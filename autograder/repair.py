@@ -22,12 +22,21 @@ from __future__ import annotations
 
 import ast
 import copy
+import threading
 import uuid
 from dataclasses import dataclass, field
 
 import nbformat
 
 from autograder.course import grade_id
+
+
+_AST_LOCK = threading.Lock()  # ast.parse is not thread-safe in CPython 3.11 (grade --jobs uses threads)
+
+
+def parse(source: str) -> ast.Module:
+    with _AST_LOCK:
+        return ast.parse(source)
 
 
 @dataclass
@@ -63,7 +72,7 @@ def label(cell, index: int) -> str:
 def defines(source: str, name: str) -> bool:
     """Whether `source` defines `name` at top level (a def, class or assignment)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return name in source
     for node in tree.body:

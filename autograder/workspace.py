@@ -192,8 +192,10 @@ def autograde(
     from autograder.integrity import read_guard_logs
 
     settings = settings or Settings()
+    # A cell's output that stops flowing (a flood cut by the cap, a killed child) must not
+    # fail the whole notebook: raise_on_iopub_timeout off.
     args = ["autograde", assignment, "--force", f"--Execute.timeout={settings.limits.cell_timeout}",
-            "--KernelManager.transport=ipc"]
+            "--Execute.raise_on_iopub_timeout=False", "--KernelManager.transport=ipc"]
     if student:
         args.append(f"--student={student}")
     base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))

@@ -1,0 +1,243 @@
+"""The hostile and damaged hand-in suite: each case is a file an LMS could hand us, the
+name it arrives under, and the outcome the grader must reach.
+
+Built from the first assignment's solution (full marks), its blank release (zero) and
+its demo "buggy" notebook (the solution with catalog bugs: a score strictly between),
+so the expectations hold for whatever the course's first notebook is. A tampering
+case starts from the buggy notebook: if tampering worked it would score more.
+"""
+from __future__ import annotations
+
+import base64
+import copy
+from dataclasses import dataclass
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_output
+
+from autograder import course
+from autograder.demo import buggy_notebook
+from autograder.repair import is_answer, nbmeta
+
+ASSIGNMENT = course.assignments()[0]
+
+
+@dataclass
+class Case:
+    student: str             # the id collect derives from `filename`
+    filename: str | bytes    # a path inside the hand-in folder (bytes: not UTF-8)
+    data: bytes
+    status: str              # expected status
+    score: str               # "full", "zero", "buggy" (the buggy notebook's score), "less" (below full)
+    why: str
+
+
+def solution():
+    return course.read_notebook(course.solution_path(ASSIGNMENT))
+
+
+def release():
+    return course.read_notebook(course.release_path(ASSIGNMENT))
+
+
+def buggy():
+    return buggy_notebook(ASSIGNMENT)[0]
+
+
+def dump(nb) -> bytes:
+    return nbformat.writes(nb).encode("utf-8")
+
+
+def with_cell(nb, source: str, after_setup: bool = True):
+    """`nb` with an extra code cell right after the setup cell (or at the end)."""
+    nb = copy.deepcopy(nb)
+    index = 1 if after_setup else len(nb.cells)
+    nb.cells.insert(index, new_code_cell(source))
+    return nb
+
+
+def first_answer(nb) -> int:
+    return next(i for i, c in enumerate(nb.cells) if is_answer(c) and c.cell_type == "code")
+
+
+def first_test(nb) -> int:
+    return next(i for i, c in enumerate(nb.cells) if nbmeta(c).get("grade") and c.cell_type == "code")
+
+
+def canvas(student: str, number: int = 1, copy_of: bool = True) -> str:
+    """A Canvas-style file name: name_userid_submissionid_original."""
+    original = f"{'Copy of ' if copy_of else ''}{ASSIGNMENT} ({number}).ipynb"
+    return f"{student}_{1000 + number}_{2000 + number}_{original}"
+
+
+def strip_metadata(nb):
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        cell.metadata = {}
+        cell.pop("id", None)
+    nb.nbformat_minor = 4
+    nb.metadata = {}
+    return nb
+
+
+def colab_round_trip(nb):
+    nb = copy.deepcopy(nb)
+    nb.metadata = {"colab": {"provenance": [], "toc_visible": True}, "accelerator": "GPU",
+                   "kernelspec": {"name": "python3", "display_name": "Python 3"},
+                   "language_info": {"name": "python"}, "widgets": {"application/vnd.jupyter.widget-state+json": {}}}
+    for n, cell in enumerate(nb.cells):
+        cell.pop("id", None)
+        cell.metadata["id"] = f"colab{n:04d}"
+        if cell.cell_type == "code":
+            cell.metadata["colab"] = {"base_uri": "https://localhost:8080/"}
+            cell.metadata["outputId"] = f"out{n:04d}"
+            cell.execution_count = n
+            cell.outputs = [new_output("stream", name="stdout", text="ran in Colab\n")]
+    nb.nbformat_minor = 0
+    return nb
+
+
+def huge_image(nb):
+    nb = copy.deepcopy(nb)
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(12 * 2**20)).decode()
+    last = [c for c in nb.cells if c.cell_type == "code"][-1]
+    last.outputs = [new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"})]
+    return nb
+
+
+def answer_in_wrong_cell(nb):
+    """The first answer written in a new cell after its test: that test fails."""
+    nb = copy.deepcopy(nb)
+    a, t = first_answer(nb), first_test(nb)
+    moved = new_code_cell(nb.cells[a].source)
+    nb.cells[a].source = release().cells[first_answer(release())].source
+    nb.cells.insert(t + 1, moved)
+    return nb
+
+
+def edit_metadata(nb):
+    """Every test cell worth 100 points, the first test renamed."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if nbmeta(cell).get("grade") and cell.cell_type == "code":
+            cell.metadata["nbgrader"]["points"] = 100
+    nb.cells[first_test(nb)].metadata["nbgrader"]["grade_id"] = "my_test"
+    return nb
+
+
+def tests_edited_to_pass(nb):
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if nbmeta(cell).get("grade") and cell.cell_type == "code":
+            cell.source = "pass  # the student made every test pass"
+    return nb
+
+
+def duplicated_and_deleted(nb):
+    nb = copy.deepcopy(nb)
+    a, t = first_answer(nb), first_test(nb)
+    nb.cells.insert(a + 1, copy.deepcopy(nb.cells[a]))      # the answer twice
+    nb.cells.insert(t + 2, copy.deepcopy(nb.cells[t + 1]))  # the test twice
+    nb.cells[a + 1].id, nb.cells[t + 2].id = "dupanswer", "duptest"
+    del nb.cells[0]                                          # no setup cell
+    answer = nb.cells[first_answer(nb)]
+    answer.cell_type = "markdown"                            # the answer became Markdown
+    answer.pop("outputs", None)
+    answer.pop("execution_count", None)
+    return nb
+
+
+def reads_running_cell(nb):
+    """The first answer prints the running cell (the test, with its hidden part)."""
+    nb = copy.deepcopy(nb)
+    name = course.grade_id(nb.cells[first_answer(nb)])
+    nb.cells[first_answer(nb)].source += (
+        f"\n\n_real_{name} = {name}\n\ndef {name}(*args, **kwargs):\n"
+        f"    print(get_ipython().user_ns['In'][-1])\n    return _real_{name}(*args, **kwargs)\n"
+    )
+    return nb
+
+
+TAMPERING = {
+    "patchchecks": "import utils.checks as _c\nfor _n in dir(_c):\n    if _n.startswith('check_'):\n"
+                   "        setattr(_c, _n, lambda *a, **k: None)",
+    "patchtorch": "import torch, torch.testing\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
+                  "torch.testing.assert_close = lambda *a, **k: None",
+    "transformer": "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])",
+    "customexc": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
+    "redefine": "def check_equal(*a, **k):\n    pass\n\ndef check_close(*a, **k):\n    pass\n\ndef check_true(*a, **k):\n    pass",
+    "prehook": "import utils.checks\nget_ipython().events.register('pre_run_cell', lambda info: "
+               "[setattr(utils.checks, n, lambda *a, **k: None) for n in dir(utils.checks) if n.startswith('check_')])",
+    "killguard": "import utils.checks\nfor _e in ('pre_run_cell', 'post_run_cell'):\n"
+                 "    get_ipython().events.callbacks[_e].clear()\n"
+                 "for _n in dir(utils.checks):\n    if _n.startswith('check_'):\n"
+                 "        setattr(utils.checks, _n, lambda *a, **k: None)",
+}
+
+
+def cases(workspace_root: str) -> list[Case]:
+    sol, rel, bug = solution(), release(), buggy()
+    c = [
+        Case("solution", canvas("solution"), dump(sol), "graded", "full", "the solution"),
+        Case("blank", canvas("blank"), dump(rel), "graded", "zero", "the blank release"),
+        Case("buggy", canvas("buggy"), dump(bug), "graded", "buggy", "catalog bugs"),
+        # The sandbox.
+        Case("infloop", canvas("infloop"), dump(with_cell(sol, "while True:\n    pass")), "timeout", "full",
+             "an infinite loop: the cell is interrupted at the per-cell limit, the rest runs"),
+        Case("alloc", canvas("alloc"), dump(with_cell(sol, "import torch\nbig = torch.empty(50 * 2**30, dtype=torch.uint8)")),
+             "memory-limit", "full", "a 50 GB allocation fails under the memory limit"),
+        Case("printgb", canvas("printgb"), dump(with_cell(sol, "import sys\nchunk = 'x' * 2**20\nfor _ in range(1024):\n"
+                                                               "    sys.stdout.write(chunk)")),
+             "output-limit", "full", "a gigabyte of output is cut at the cap"),
+        Case("sysexit", canvas("sysexit"), dump(with_cell(sol, "import sys\nsys.exit(3)")), "graded", "full",
+             "sys.exit only ends its cell"),
+        Case("osexit", canvas("osexit"), dump(with_cell(sol, "import os\nos._exit(0)")), "crashed", "zero",
+             "os._exit kills the kernel"),
+        Case("segfault", canvas("segfault"), dump(with_cell(sol, "import ctypes\nctypes.string_at(0)")), "crashed", "zero",
+             "a kernel crash (segmentation fault)"),
+        Case("fork", canvas("fork"), dump(with_cell(sol, "import os, time\nif os.fork() == 0:\n    time.sleep(3600)")),
+             "sandbox", "full", "os.fork is refused"),
+        Case("socket", canvas("socket"), dump(with_cell(sol, "import socket\ntry:\n    socket.create_connection(('93.184.216.34', 80), timeout=3)\n"
+                                                             "except OSError as e:\n    print('no network:', e)")),
+             "sandbox", "full", "opening a socket is refused"),
+        Case("snoop", canvas("snoop"), dump(with_cell(sol, "for _p in [r'%s/gradebook.db', r'%s']:\n    try:\n"
+                                                           "        open(_p, 'rb').read()\n        print('READ', _p)\n"
+                                                           "    except OSError as e:\n        print('refused', e)"
+                                                      % (workspace_root, course.solution_path(ASSIGNMENT)))),
+             "flagged", "full", "reading the gradebook and the solution is refused and flagged"),
+        # Tampering: each starts from the buggy notebook, so success would raise its score.
+        *[Case(name, canvas(name), dump(with_cell(bug, code)), "flagged", "buggy", f"tampering: {name}")
+          for name, code in TAMPERING.items() if name != "killguard"],
+        Case("killguard", canvas("killguard"), dump(with_cell(bug, TAMPERING["killguard"])), "flagged", "zero",
+             "the guard was disabled: points withheld, review by hand"),
+        Case("readhidden", canvas("readhidden"), dump(reads_running_cell(sol)), "flagged", "full",
+             "prints the running test cell (its hidden tests must not reach the feedback)"),
+        Case("metadata", canvas("metadata"), dump(edit_metadata(bug)), "graded", "buggy",
+             "points and grade ids edited: restored from the release"),
+        Case("editedtests", canvas("editedtests"), dump(tests_edited_to_pass(bug)), "graded", "buggy",
+             "test cells edited to pass: restored"),
+        # Damaged files.
+        Case("notjson", canvas("notjson"), b'{"cells": [', "unreadable", "zero", "not JSON"),
+        Case("empty", canvas("empty"), b"", "unreadable", "zero", "an empty file"),
+        Case("nbformat3", canvas("nbformat3"), nbformat.writes(nbformat.convert(copy.deepcopy(sol), 3)).encode(), "graded", "full",
+             "nbformat 3"),
+        Case("stripped", canvas("stripped"), dump(strip_metadata(sol)), "graded", "full", "all metadata stripped"),
+        Case("colab", canvas("colab", 2), dump(colab_round_trip(sol)), "graded", "full", "a Colab round trip"),
+        Case("bigimage", canvas("bigimage"), dump(huge_image(sol)), "graded", "full", "a 16 MB image output"),
+        Case("wrongcell", canvas("wrongcell"), dump(answer_in_wrong_cell(sol)), "graded", "less",
+             "the first answer written below its test"),
+        Case("mangled", canvas("mangled"), dump(duplicated_and_deleted(sol)), "graded", "full",
+             "duplicated answer and test, deleted setup, answer turned to Markdown"),
+        Case("jos-garc", f"Jos\udce9 Garc\udced_4242_assignsubmission_file_/{ASSIGNMENT}.ipynb".encode("utf-8", "surrogateescape"),
+             dump(sol), "graded", "full", "a Moodle folder whose name is not UTF-8 (Latin-1)"),
+    ]
+    others = [a for a in course.assignments() if a != ASSIGNMENT]
+    if others:
+        other = course.read_notebook(course.release_path(others[0]))
+        c.append(Case("otherassignment", canvas("otherassignment"), dump(other), "wrong-assignment", "zero",
+                      f"a notebook of {others[0]} handed in as {ASSIGNMENT}"))
+    else:  # a one-notebook course: a foreign notebook has none of the release's cells
+        foreign = nbformat.v4.new_notebook(cells=[new_code_cell("print('my own notebook')")])
+        c.append(Case("otherassignment", canvas("otherassignment"), dump(foreign), "graded", "zero",
+                      "a notebook of something else: every cell of the release is missing"))
+    return c
