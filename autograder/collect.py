@@ -26,7 +26,7 @@ from pathlib import Path
 
 from autograder.course import CourseError, assignments, release_path
 
-CANVAS = re.compile(r"^(?P<name>[A-Za-z0-9-]+?)(?:_LATE)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
+CANVAS = re.compile(r"^(?P<name>[^_/\s]+?)(?:_LATE)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
 MOODLE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.*)$")
 BLACKBOARD = re.compile(r"^(?P<assign>.+?)_(?P<name>[^_]+)_attempt_(?P<time>\d{4}(?:-\d\d){5})(?:_(?P<file>.+))?$")
 COPY_PREFIX = re.compile(r"^(copy of\s+)+", re.IGNORECASE)
@@ -43,6 +43,7 @@ class Entry:
     target: str = ""
     reason: str = ""
     rank: tuple = ()            # what "latest" compares
+    original: str = ""          # the file name the student gave it (without the LMS's prefix)
 
 
 def slug(text: str) -> str:
@@ -167,7 +168,7 @@ def collect(source: Path, ws) -> tuple[list[Entry], Path]:
         if not assignment:
             entries.append(Entry(name, "not placed", student=student, reason=f"no assignment matches {shown(original)!r}"))
             continue
-        entry = Entry(name, "placed", student, assignment, rank=(stamp, copy_number, date))
+        entry = Entry(name, "placed", student, assignment, rank=(stamp, copy_number, date), original=original)
         key = (student, assignment)
         if key in chosen:
             previous, _ = chosen[key]
@@ -184,9 +185,9 @@ def collect(source: Path, ws) -> tuple[list[Entry], Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         entry.target = str(target.relative_to(ws.root))
-        if Path(entry.source).name != f"{assignment}.ipynb":
+        if entry.original != f"{assignment}.ipynb":
             entry.action = "renamed"
-            entry.reason = f"{Path(entry.source).name} -> {assignment}.ipynb"
+            entry.reason = f"{shown(entry.original)} -> {assignment}.ipynb"
     report = ws.path("reports", "collect.csv")
     report.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.StringIO()

@@ -226,9 +226,10 @@ def repair(handin, release, source=None) -> Repair:
             following.setdefault(last, []).append(j)
 
     cells, used = [], set()
+    release_ids = {r.get("id") for r in R if r.get("id")}
 
-    def add(cell, wanted_id=None):
-        cid = wanted_id if wanted_id and wanted_id not in used else None
+    def add(cell, wanted_id=None, extra=False):
+        cid = wanted_id if wanted_id and wanted_id not in used and not (extra and wanted_id in release_ids) else None
         cell["id"] = cid or _fresh_id(used)
         used.add(cell["id"])
         cells.append(cell)
@@ -241,7 +242,7 @@ def repair(handin, release, source=None) -> Repair:
                 had = meta.pop("nbgrader")
                 if isinstance(had, dict) and (had.get("grade") or had.get("points")):
                     changes.append(f"cell {j + 1} of the hand-in: removed grading metadata the release does not have")
-            add(cell, H[j].get("id"))
+            add(cell, H[j].get("id"), extra=True)
 
     add_extras(-1)
     for i, r in enumerate(R):

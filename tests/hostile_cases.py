@@ -125,7 +125,7 @@ def edit_metadata(nb):
     return nb
 
 
-def tests_edited_to_pass(nb):
+def edited_test_cells(nb):
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
         if nbmeta(cell).get("grade") and cell.cell_type == "code":
@@ -214,7 +214,7 @@ def cases(workspace_root: str) -> list[Case]:
              "prints the running test cell (its hidden tests must not reach the feedback)"),
         Case("metadata", canvas("metadata"), dump(edit_metadata(bug)), "graded", "buggy",
              "points and grade ids edited: restored from the release"),
-        Case("editedtests", canvas("editedtests"), dump(tests_edited_to_pass(bug)), "graded", "buggy",
+        Case("editedtests", canvas("editedtests"), dump(edited_test_cells(bug)), "graded", "buggy",
              "test cells edited to pass: restored"),
         # Damaged files.
         Case("notjson", canvas("notjson"), b'{"cells": [', "unreadable", "zero", "not JSON"),
