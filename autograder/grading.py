@@ -287,11 +287,14 @@ def _crash_cell(logs: list[list[dict]], notebook, source) -> str:
 def zero_grades(ws: Workspace, assignment: str, student: str) -> None:
     """One row of zeros for a hand-in whose run produced no scores (as nbgrader does for
     a missing notebook), replacing whatever a killed run left half written."""
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
     with _db_lock, Gradebook(ws.db_url) as gb:
         gb.update_or_create_student(student)
-        gb.update_or_create_submission(assignment, student)
+        try:
+            gb.find_submission(assignment, student)
+        except MissingEntry:
+            gb.add_submission(assignment, student)
         for nb in gb.find_assignment(assignment).notebooks:
             sub = gb.find_submission_notebook(nb.name, assignment, student)
             for g in sub.grades:

@@ -1,0 +1,157 @@
+"""The hostile and damaged hand-in suite, end to end: a folder of LMS-named files is
+collected, repaired and graded with `--jobs 2` in the sandbox (small limits so the
+suite stays quick); every case must end with its expected status and score, the batch
+must complete, the hand-ins must stay byte for byte, the gradebook must hold one
+consistent row per student, no feedback page may show a hidden-test line, and grading
+again (with one job) must give the same scores.
+"""
+import hashlib
+import html
+import os
+from pathlib import Path
+
+import pytest
+from hostile_cases import ASSIGNMENT, cases
+
+from autograder import course
+from autograder.collect import collect
+from autograder.export import export
+from autograder.feedback import feedback, hidden_lines
+from autograder.grading import grade
+from autograder.sandbox import Limits
+from autograder.workspace import open_workspace
+
+pytestmark = pytest.mark.slow
+
+# Small enough to keep the suite quick; the per-cell limit leaves room for importing
+# torch in the setup cell on a busy 2-core machine.
+LIMITS = Limits(cell_timeout=15, notebook_timeout=150, memory_mb=3072, output_kb=256)
+CASES = cases("WORKSPACE")  # for the ids; the fixture builds them with the real path
+
+
+def write_handins(folder: Path, suite) -> dict[Path, str]:
+    digests = {}
+    for case in suite:
+        name = case.filename if isinstance(case.filename, bytes) else case.filename.encode()
+        path = Path(os.fsdecode(os.fsencode(folder) + b"/" + name))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(case.data)
+        digests[path] = hashlib.sha256(case.data).hexdigest()
+    return digests
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    ws = open_workspace(root / "ws")
+    suite = cases(str(ws.root))
+    digests = write_handins(root / "handins", suite)
+    entries, _ = collect(root / "handins", ws)
+    results = {r.student: r for r in grade(ws, [ASSIGNMENT], jobs=2, limits=LIMITS)}
+    return ws, suite, digests, entries, results
+
+
+def test_the_suite_has_at_least_25_cases():
+    assert len(CASES) >= 25 and len({c.student for c in CASES}) == len(CASES)
+
+
+def test_every_hand_in_is_collected_under_its_student(batch):
+    ws, suite, _, entries, results = batch
+    assert {e.student for e in entries if e.action != "not placed"} == {c.student for c in suite}
+    assert set(results) == {c.student for c in suite}, "the batch did not complete"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.student for c in CASES])
+def test_case_ends_with_its_status_and_score(batch, case):
+    _, _, _, _, results = batch
+    r = results[case.student]
+    assert r.status == case.status, f"{case.why}: {r.status} ({r.message})"
+    assert r.score is not None, f"{case.why}: no row in the gradebook"
+    full, got = r.score.auto_max, r.score.auto_score
+    buggy = results["buggy"].score.auto_score
+    assert 0 < buggy < full
+    expected = {"full": got == full, "zero": got == 0, "buggy": got == buggy, "less": 0 < got < full}[case.score]
+    assert expected, f"{case.why}: scored {got:g}/{full:g}, expected {case.score} (buggy scores {buggy:g})"
+    assert full == results["solution"].score.auto_max, "points must come from the release"
+    if case.status != "graded":
+        assert r.message, "a status other than graded says why"
+
+
+def test_hand_ins_are_unchanged_byte_for_byte(batch):
+    ws, _, digests, _, results = batch
+    for path, digest in digests.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path.name} changed"
+    for student in results:
+        original = ws.path("originals", student, ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
+        assert hashlib.sha256(original.read_bytes()).hexdigest() in digests.values()
+
+
+def test_the_gradebook_holds_one_consistent_row_per_student(batch):
+    from nbgrader.api import Gradebook
+
+    ws, _, _, _, results = batch
+    graded_cells = sum(1 for c in course.read_notebook(course.release_path(ASSIGNMENT)).cells
+                       if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+    with Gradebook(ws.db_url) as gb:
+        submissions = gb.find_assignment(ASSIGNMENT).submissions
+        assert sorted(s.student.id for s in submissions) == sorted(results)
+        for s in submissions:
+            nb = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, s.student.id)
+            assert len(nb.grades) == graded_cells
+            assert all(g.score is not None for g in nb.grades if g.cell_type == "code"), s.student.id
+
+
+def test_no_feedback_page_shows_a_hidden_test_line(batch):
+    ws, _, _, _, results = batch
+    pages = feedback(ws, [ASSIGNMENT])
+    assert len(pages) == len(results)
+    hidden = hidden_lines(course.read_notebook(course.solution_path(ASSIGNMENT)))
+    assert hidden
+    for page in pages:
+        text = html.unescape(page.read_text(encoding="utf-8"))
+        leaked = [line for line in hidden if line in text]
+        assert not leaked, f"{page}: shows {leaked[:2]}"
+    readhidden = html.unescape(ws.path("feedback", "readhidden", ASSIGNMENT, f"{ASSIGNMENT}.html").read_text())
+    assert "For review by your instructor" in readhidden
+    buggy = html.unescape(ws.path("feedback", "buggy", ASSIGNMENT, f"{ASSIGNMENT}.html").read_text())
+    assert "failed" in buggy and "AssertionError" in buggy
+
+
+def test_export_has_a_column_per_question_and_the_status(batch, tmp_path):
+    import csv
+
+    ws, _, _, _, results = batch
+    export(ws, tmp_path)
+    with open(tmp_path / f"{ASSIGNMENT}.csv", newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0][-2:] == ["total", "status"] and len(table) == 2 + len(results)
+    status = {row[0]: row[-1] for row in table[2:]}
+    assert status["osexit"] == "crashed" and status["notjson"] == "unreadable"
+    with open(tmp_path / "lms.csv", newline="") as f:
+        lms = {row["student"]: row for row in csv.DictReader(f)}
+    assert set(lms) == set(results)
+
+
+def test_grading_again_with_one_job_gives_the_same_scores(batch):
+    ws, _, _, _, results = batch
+    again = {r.student: r for r in grade(ws, [ASSIGNMENT], ["solution", "buggy", "metadata", "stripped"], jobs=1,
+                                         limits=LIMITS)}
+    for student, r in again.items():
+        before = {c.name: c.score for c in results[student].score.cells}
+        assert {c.name: c.score for c in r.score.cells} == before, student
+        assert r.status == results[student].status
+
+
+def test_a_notebook_past_its_time_limit_is_stopped_and_scores_zero(tmp_path):
+    from hostile_cases import dump, solution, with_cell
+
+    ws = open_workspace(tmp_path / "ws")
+    stuck = with_cell(solution(), "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                  "while True:\n    time.sleep(0.1)")
+    target = ws.submission_path("stuck", ASSIGNMENT)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(dump(stuck))
+    limits = Limits(cell_timeout=5, notebook_timeout=30, memory_mb=3072, output_kb=256)
+    [result] = grade(ws, [ASSIGNMENT], jobs=1, limits=limits)
+    assert result.status == "timeout" and "30 s" in result.message
+    assert result.score is not None and result.score.auto_score == 0
