@@ -24,6 +24,7 @@ import json
 import re
 import shutil
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -191,7 +192,15 @@ def grade_one(ws: Workspace, student: str, assignment: str, limits=None) -> Grad
     logs: list[list[dict]] = []
     status, message = "graded", ""
     try:
-        autograde(ws, assignment, student, settings=settings, keep=logs)
+        for attempt in range(3):  # nbgrader runs side by side share one SQLite gradebook
+            try:
+                logs.clear()
+                autograde(ws, assignment, student, settings=settings, keep=logs)
+                break
+            except CourseError as exc:
+                if "database is locked" not in str(exc) or attempt == 2 or isinstance(exc, NotebookTimeout):
+                    raise
+                time.sleep(1 + attempt)
     except NotebookTimeout:
         status, message = "timeout", f"the notebook ran past its {limits.notebook_timeout} s limit and was stopped"
     except CourseError as exc:
@@ -287,6 +296,18 @@ def _crash_cell(logs: list[list[dict]], notebook, source) -> str:
 def zero_grades(ws: Workspace, assignment: str, student: str) -> None:
     """One row of zeros for a hand-in whose run produced no scores (as nbgrader does for
     a missing notebook), replacing whatever a killed run left half written."""
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(5):
+        try:
+            return _zero_grades(ws, assignment, student)
+        except OperationalError:  # the gradebook is locked by an nbgrader run beside us
+            if attempt == 4:
+                raise
+            time.sleep(1 + attempt)
+
+
+def _zero_grades(ws: Workspace, assignment: str, student: str) -> None:
     from nbgrader.api import Gradebook, MissingEntry
 
     with _db_lock, Gradebook(ws.db_url) as gb:

@@ -134,7 +134,7 @@ def test_export_has_a_column_per_question_and_the_status(batch, tmp_path):
 
 def test_grading_again_with_one_job_gives_the_same_scores(batch):
     ws, _, _, _, results = batch
-    again = {r.student: r for r in grade(ws, [ASSIGNMENT], ["solution", "buggy", "metadata", "stripped"], jobs=1,
+    again = {r.student: r for r in grade(ws, [ASSIGNMENT], ["solution", "metadata"], jobs=1,
                                          limits=LIMITS)}
     for student, r in again.items():
         before = {c.name: c.score for c in results[student].score.cells}
