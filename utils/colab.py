@@ -62,9 +62,13 @@ def enable_widgets() -> bool:
     return True
 
 
-def prepare(want_gpu: bool = False, run: Callable = subprocess.run) -> list[str]:
+def prepare(
+    want_gpu: bool = False,
+    run: Callable = subprocess.run,
+    find_spec: Callable[[str], object] = importlib.util.find_spec,
+) -> list[str]:
     """Make a fresh Colab runtime ready for the course; returns what was pip-installed."""
-    missing = missing_requirements()
+    missing = missing_requirements(find_spec=find_spec)
     if missing:
         print("Colab: installing what this runtime lacks: " + ", ".join(missing))
         run([sys.executable, "-m", "pip", "install", "--quiet", *missing], check=True)

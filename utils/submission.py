@@ -232,6 +232,7 @@ def compare_structure(nb: dict, name: str, file_name: str | None, manifest: dict
         return problems, notes
 
     untagged = [c for c in cells if not _nbgrader(c).get("grade_id")]
+    unanswered, unwritten = [], []
     for expected in expected_cells:
         gid, what = expected["grade_id"], _describe(expected)
         found = tagged.get(gid, [])
@@ -276,9 +277,13 @@ def compare_structure(nb: dict, name: str, file_name: str | None, manifest: dict
         if expected.get("sha256") and source_digest(source) != expected["sha256"]:
             notes.append(f"You changed {what}; the grader runs the original instead, so your edit will not count.")
         if expected["role"] == "solution" and "raise NotImplementedError" in source:
-            notes.append(f"{what[0].upper() + what[1:]} is not answered yet (it still raises NotImplementedError).")
+            unanswered.append(gid)
         if expected["role"] == "answer" and ANSWER_STUB in source:
-            notes.append(f"{what[0].upper() + what[1:]} still says {ANSWER_STUB}.")
+            unwritten.append(gid)
+    if unanswered:
+        notes.append(f"Not answered yet (still raise NotImplementedError, worth 0 points): {', '.join(unanswered)}.")
+    if unwritten:
+        notes.append(f"Written answers still to write ({ANSWER_STUB}): {', '.join(unwritten)}.")
     return problems, notes
 
 
