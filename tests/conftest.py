@@ -19,3 +19,18 @@ if "COURSE_DATA_DIR" not in os.environ and MIRROR.is_dir():
     os.environ["COURSE_DATA_DIR"] = str(MIRROR)
 os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="course-cache-")
 os.environ["MPLBACKEND"] = "agg"
+
+# Files that tests leave for a person to look at (browser screenshots, server logs):
+# listed at the end of the test log.
+ARTIFACTS: list = []
+
+
+def record_artifact(path) -> None:
+    ARTIFACTS.append(Path(path).resolve())
+
+
+def pytest_terminal_summary(terminalreporter):
+    if ARTIFACTS:
+        terminalreporter.section("files left by the tests")
+        for path in ARTIFACTS:
+            terminalreporter.write_line(str(path))

@@ -182,16 +182,15 @@ def dist_repository(dist, tmp_path_factory):
     return repo
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ASSIGNMENTS)
-def test_release_notebook_runs_in_a_colab_standin(dist_repository, tmp_path, name):
+def _run_in_colab_standin(nb, name, repository, tmp_path):
+    """Run `nb` as Colab would: stand-in google.colab importable, working folder /content-like,
+    the bootstrap cloning `repository`; returns (nb, content folder, standin log lines)."""
     content = tmp_path / "content"  # Colab's working folder; the notebook itself lives in Drive
     content.mkdir()
-    nb = completed_notebook(name)
     setup = next(c for c in nb.cells if course.grade_id(c) == "setup")
     canonical = student_cells.bootstrap_block(name, CONFIG)
     assert canonical in setup.source
-    setup.source = setup.source.replace(canonical, student_cells.bootstrap_block(name, CONFIG, repository=str(dist_repository)))
+    setup.source = setup.source.replace(canonical, student_cells.bootstrap_block(name, CONFIG, repository=str(repository)))
     saved = tmp_path / "drive" / f"Copy of {name}.ipynb"  # Colab's name for a copy
     saved.parent.mkdir()
     write(nb, saved)
@@ -202,20 +201,40 @@ def test_release_notebook_runs_in_a_colab_standin(dist_repository, tmp_path, nam
         "COLAB_STANDIN_NOTEBOOK": str(saved), "COLAB_STANDIN_LOG": str(log), "COURSE_FAST": "1",
     }
     execute(nb, content, env)
-
-    cloned = content / dist_repository.name
+    cloned = content / repository.name
     assert (cloned / "utils" / "__init__.py").is_file(), "the bootstrap did not clone the course"
     assert not errors(setup), errors(setup)
     assert "| Colab |" in outputs_text(setup) and "installing" not in outputs_text(setup)
     assert outputs_text(nb.cells[-1]).strip() == str(cloned / "utils" / "__init__.py")
-    failing = [(course.grade_id(c), errors(c)) for c in nb.cells if c.cell_type == "code" and errors(c)]
-    assert not failing, f"cells failing in Colab with every answer filled in: {failing}"
     assert log.read_text().splitlines() == ["enable_custom_widget_manager", "blocking_request get_ipynb"]
-    report = outputs_text(nb.cells[-2])
+    check = nb.cells[-2]
+    assert course.grade_id(check) == "check_submission" and not errors(check)
+    assert outputs_text(check, "stderr") == ""
+    report = outputs_text(check)
     assert "READY" in report and "NOT READY" not in report, report
     assert "Download .ipynb" in report and f"named {name}.ipynb" in report
-    assert "pass" in report and "FAIL" not in report
-    assert outputs_text(nb.cells[-2], "stderr") == ""
+    return nb, report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_release_notebook_runs_in_a_colab_standin(dist_repository, tmp_path, name):
+    """The blank release, as a student first opens it from the badge."""
+    nb = course.read_notebook(course.release_path(name))
+    nb, report = _run_in_colab_standin(nb, name, dist_repository, tmp_path)
+    unexpected = [e for c in nb.cells if c.cell_type == "code" for e in errors(c) if not e.startswith(("NotImplementedError", "NameError"))]
+    assert not unexpected, unexpected
+    assert "Not answered yet" in report and "not answered yet (NotImplementedError)" in report
+
+
+@pytest.mark.slow
+def test_completed_notebook_passes_everything_in_a_colab_standin(dist_repository, tmp_path):
+    """A student who did all the work, in Colab: every cell runs, every visible check passes."""
+    name = ASSIGNMENTS[0]
+    nb, report = _run_in_colab_standin(completed_notebook(name), name, dist_repository, tmp_path)
+    failing = [(course.grade_id(c), errors(c)) for c in nb.cells if c.cell_type == "code" and errors(c)]
+    assert not failing, f"cells failing in Colab with every answer filled in: {failing}"
+    assert "Not answered" not in report and " pass  " in report and "FAIL" not in report
 
 
 def test_colab_prepare_installs_only_what_is_missing_never_torch():

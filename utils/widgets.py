@@ -10,6 +10,7 @@ cannot render widgets (a saved notebook on GitHub, nbviewer, an HTML export) dis
 from __future__ import annotations
 
 import base64
+import os
 import html
 from typing import Callable
 
@@ -17,8 +18,13 @@ from utils.runtime import fast_mode
 
 
 def widgets_available() -> bool:
-    """True when ipywidgets imports and an IPython kernel with a front end is running."""
-    if fast_mode():
+    """True when ipywidgets imports and an IPython kernel with a front end is running.
+
+    Off in fast mode (grading, CI) unless COURSE_WIDGETS=1; COURSE_WIDGETS=0 turns the
+    widgets off everywhere (for a front end that cannot show them).
+    """
+    forced = os.environ.get("COURSE_WIDGETS", "").strip()
+    if forced == "0" or (fast_mode() and forced != "1"):
         return False
     try:
         import ipywidgets  # noqa: F401
