@@ -130,15 +130,38 @@ def _user_namespace() -> dict | None:
     return getattr(shell, "user_ns", None)
 
 
+def _path_from_jupyter_server() -> str | None:
+    """The notebook path that the Jupyter server running this kernel knows now (after a
+    rename too), from its sessions API; None when there is no such server."""
+    try:
+        import urllib.request
+
+        from ipykernel.connect import get_connection_file
+        from jupyter_server.serverapp import list_running_servers
+
+        kernel_id = Path(get_connection_file()).stem.removeprefix("kernel-")
+        for server in list_running_servers():
+            url = f"{server['url'].rstrip('/')}/api/sessions?token={server.get('token', '')}"
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                for session in json.load(reply):
+                    if session.get("kernel", {}).get("id") == kernel_id:
+                        return str(Path(server.get("root_dir") or server.get("notebook_dir") or ".") / session["path"])
+    except Exception:  # no server, no kernel, another front end: fall back to the other clues
+        return None
+    return None
+
+
 def locate_notebook(namespace: dict | None = None) -> Path | None:
     """The saved .ipynb file of the running notebook, when it can be found.
 
-    Looks at VS Code's and Jupyter's records of the file (``__vsc_ipynb_file__``,
-    ``JPY_SESSION_NAME``), then at the current folder when it holds exactly one notebook.
+    Looks at VS Code's record of the file (``__vsc_ipynb_file__``), asks the Jupyter
+    server that runs this kernel, falls back on ``JPY_SESSION_NAME`` (the path when the
+    kernel started), then on the current folder when it holds exactly one notebook.
     """
     namespace = namespace or {}
     for candidate in (
         namespace.get("__vsc_ipynb_file__"),
+        _path_from_jupyter_server(),
         os.environ.get("JPY_SESSION_NAME"),
         namespace.get("__session__"),
     ):
