@@ -29,6 +29,17 @@ def record_artifact(path) -> None:
     ARTIFACTS.append(Path(path).resolve())
 
 
+import pytest  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item (item.rep_call), for fixtures that act on failure."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
 def pytest_terminal_summary(terminalreporter):
     if ARTIFACTS:
         terminalreporter.section("files left by the tests")

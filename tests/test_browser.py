@@ -151,17 +151,26 @@ def _menu(page, menu: str, command: str) -> None:
     page.locator(f'.lm-Menu-item[data-command="{command}"]').first.click()
 
 
-def test_student_runs_a_release_notebook_and_uses_its_widget(lab, browser):
+@pytest.fixture
+def page(browser, request):
+    """A browser tab; a screenshot of it is kept when the test fails."""
+    tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+    tab.set_default_timeout(60_000)
+    yield tab
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        _shot(tab, f"FAILED_{request.node.name}.png")
+    tab.close()
+
+
+def test_student_runs_a_release_notebook_and_uses_its_widget(lab, page):
     base, name = lab
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(60_000)
     page.goto(f"{base}/lab/tree/student/{name}/{name}.ipynb?token={TOKEN}")
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
     _menu(page, "Run", "runmenu:run-all")
 
     check_output = page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")
-    check_output.filter(has_text="Submission check").first.wait_for(timeout=150_000)
+    check_output.filter(has_text="Submission check").first.wait_for(timeout=240_000)
     report = check_output.first.inner_text()
     assert "READY" in report and "NOT READY" not in report, report
 
@@ -183,13 +192,10 @@ def test_student_runs_a_release_notebook_and_uses_its_widget(lab, browser):
     _shot(page, "02_widget_after_click.png")
     check_output.first.scroll_into_view_if_needed()
     _shot(page, "03_check_submission.png")
-    page.close()
 
 
-def test_instructor_sees_every_assignment_in_the_formgrader(lab, browser):
+def test_instructor_sees_every_assignment_in_the_formgrader(lab, page):
     base, _ = lab
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(60_000)
     page.goto(f"{base}/lab?token={TOKEN}")
     page.locator(".lm-MenuBar-item", has_text="Nbgrader").first.wait_for()
     _menu(page, "Nbgrader", "nbgrader:open-formgrader")
@@ -197,4 +203,3 @@ def test_instructor_sees_every_assignment_in_the_formgrader(lab, browser):
     for name in ASSIGNMENTS:
         frame.locator("td", has_text=name).first.wait_for(timeout=60_000)
     _shot(page, "04_formgrader_assignments.png")
-    page.close()
