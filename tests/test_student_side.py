@@ -409,3 +409,12 @@ def test_course_widgets_overrides_the_widget_detection(monkeypatch, env, expecte
 
     monkeypatch.setattr("IPython.get_ipython", lambda: Shell())
     assert widgets.widgets_available() is expected
+
+
+def test_bootstrap_outside_colab_and_outside_a_course_changes_nothing(tmp_path):
+    """Run the setup cell's bootstrap alone, in a plain folder: no output, sys.path as it was."""
+    block = student_cells.bootstrap_block(ASSIGNMENTS[0], CONFIG)
+    script = "import sys\nbefore = list(sys.path)\n" + block + "\nassert sys.path == before, sys.path\nprint('unchanged')\n"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "unchanged\n" and done.stderr == "", done.stderr
