@@ -1,4 +1,4 @@
-"""Command line: python -m autograder {release,collect,repair,grade,export,feedback,demo,mutants} ..."""
+"""Command line: python -m autograder {release,collect,repair,grade,export,feedback,demo,mutants,student-cells,dist} ..."""
 from __future__ import annotations
 
 import argparse
@@ -16,15 +16,69 @@ def cmd_release(args) -> int:
     from autograder.release import drift, release
 
     names = _names(args.assignments)
+    from autograder import student_cells
+
     if args.check:
         stale = drift(names)
         if stale:
             print("notebooks/ is out of date for: " + ", ".join(stale) + "\nRun: python -m autograder release")
             return 1
+        if student_cells.manifest_drift(assignments()):
+            print(f"{student_cells.MANIFEST.name} is out of date\nRun: python -m autograder release")
+            return 1
         print("notebooks/ matches a fresh release of: " + ", ".join(names))
         return 0
     for name, path in release(names).items():
         print(f"released {name} -> {path}")
+    print(f"wrote {student_cells.write_manifest(assignments())}")
+    return 0
+
+
+def cmd_student_cells(args) -> int:
+    from autograder import student_cells
+    from autograder.dist import placeholder_warning
+
+    names = assignments()
+    config = student_cells.load_config()
+    if args.check:
+        bad = {}
+        for name in names:
+            found = student_cells.problems(student_cells.read_notebook(student_cells.solution_path(name)), name, config)
+            if found:
+                bad[name] = found
+        readme = student_cells.README.read_text(encoding="utf-8")
+        if student_cells.update_readme(readme, names, config) != readme:
+            bad["README.md"] = ["the badge block is out of date"]
+        for name, found in bad.items():
+            print(f"{name}: " + "; ".join(found))
+        if bad:
+            print("Run: python -m autograder student-cells")
+            return 1
+        print("every solution notebook has the canonical badge, bootstrap and check cells")
+        return 0
+    for path in student_cells.rewrite(names, config):
+        print(f"rewrote {path}")
+    if not args.no_release:
+        from autograder.release import release
+
+        for name, path in release(names).items():
+            print(f"released {name} -> {path}")
+        print(f"wrote {student_cells.write_manifest(names, config)}")
+    warning = placeholder_warning()
+    if warning:
+        print(warning)
+    return 0
+
+
+def cmd_dist(args) -> int:
+    from autograder.dist import build, placeholder_warning
+
+    names = _names(args.assignments)
+    files = build(Path(args.out), names)
+    print(f"wrote the student distribution of {', '.join(names)} to {Path(args.out).resolve()} ({len(files)} files)")
+    warning = placeholder_warning()
+    if warning:
+        print(warning)
     return 0
 
 
@@ -178,6 +232,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
     p.add_argument("--jobs", type=int, help="hand-ins graded side by side (default: one per core)")
     p.set_defaults(func=cmd_mutants)
+
+    p = sub.add_parser("student-cells", help="write the Colab badge, setup bootstrap and check_submission cells into every solution, then release")
+    p.add_argument("--check", action="store_true", help="only report notebooks whose cells are not in canonical form")
+    p.add_argument("--no-release", action="store_true", help="do not regenerate notebooks/ and the manifest afterwards")
+    p.set_defaults(func=cmd_student_cells)
+
+    p = sub.add_parser("dist", help="write the student distribution (no solutions, no hidden tests, no autograder) to OUT")
+    p.add_argument("out", help="output folder: new, or a previous distribution (its .git is kept)")
+    p.add_argument("assignments", nargs="*", help="default: every assignment")
+    p.set_defaults(func=cmd_dist)
     return parser
 
 

@@ -17,7 +17,12 @@ def _split(requirement: str) -> tuple[str, str]:
 def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    pip_deps = dict(_split(r) for r in project["dependencies"])
+    requirements = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        requirements += extra
+    pip_deps = {}
+    for name, spec in map(_split, requirements):
+        assert pip_deps.setdefault(name, spec) == spec, f"{name} has two different versions in pyproject.toml"
     env = yaml.safe_load((REPO_ROOT / "environment.yml").read_text())
     conda_deps = {}
     for item in env["dependencies"]:

@@ -13,11 +13,15 @@ Submodules, by concern:
   utils.checks    self-check helpers that turn a wrong answer into an actionable message
   utils.plotting  small matplotlib helpers (curves, heatmaps, 2-D embeddings)
   utils.widgets   ipywidgets explorers with a static fallback
+  utils.colab     what the setup cell does in Google Colab (missing packages, widgets, GPU)
+  utils.submission  check_submission(): is the saved notebook ready to hand in?
 """
 from utils.data import DatasetUnavailable, dataset_path, load_text
 from utils.runtime import fast_mode, get_device, in_colab, seed_everything, setup
+from utils.submission import check_submission
 
 __all__ = [
+    "check_submission",
     "DatasetUnavailable",
     "dataset_path",
     "fast_mode",

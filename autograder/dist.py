@@ -1,0 +1,158 @@
+"""`dist OUT`: the student distribution, the folder students clone or open in Colab.
+
+OUT gets the release notebooks (notebooks/NN_name/), utils/ (with the manifest that
+check_submission() reads), datasets/ (the registry and any generators), a student
+README with the Open in Colab badges, requirements.txt, environment.yml and the
+LICENSE; never solutions/, the autograder, the tests, mutants or benchmarks. Every line
+of every solution region and hidden test is looked for in every file written, and the
+command refuses (removing OUT's content) if one is found.
+
+OUT may be a clone of the students' repository: its .git folder is kept, so the
+instructor can commit the new distribution and push it to the address of
+[tool.course] in pyproject.toml.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from autograder.course import REPO_ROOT, CourseError, read_notebook, release_path, solution_path
+from autograder.release import hidden_regions
+from autograder.student_cells import MANIFEST, PLACEHOLDER_MARK, load_config, readme_block
+
+MARKER = ".course-dist"
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "STUDENT_README.md"
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+# Lines this short ("return x", ")", "else:") occur in any Python code; longer ones are
+# specific enough that finding one outside the solutions is a leak.
+MIN_LEAK_LINE = 16
+
+
+def _requirements() -> tuple[list[str], list[str]]:
+    """(run-time dependencies, a student's local front end) from pyproject.toml."""
+    import tomllib
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return list(project["dependencies"]), list(project.get("optional-dependencies", {}).get("lab", []))
+
+
+# A solution line that is also ordinary code elsewhere is no leak. Each entry names the file
+# and the line, and is reviewed by hand: keep this list short.
+KNOWN_COINCIDENCES = {
+    ("utils/text.py", "return len(self.itos)"),  # CharCodec.__len__; also Vocab.__len__ in 01
+}
+
+
+def _visible_lines(nb) -> set[str]:
+    """Stripped lines of a source notebook outside its solution and hidden-test regions."""
+    from autograder.release import REGION
+
+    return {line.strip() for cell in nb.cells for line in REGION.sub("", cell.source).splitlines()}
+
+
+def secret_lines(names: list[str]) -> set[str]:
+    """Every distinctive line (stripped) of the solution regions and hidden tests of `names`
+    that the notebook does not also show outside them."""
+    lines = set()
+    for name in names:
+        nb = read_notebook(solution_path(name))
+        visible = _visible_lines(nb)
+        for region in hidden_regions(nb):
+            lines.update(
+                line.strip() for line in region.splitlines()
+                if len(line.strip()) >= MIN_LEAK_LINE and line.strip() not in visible
+            )
+    return lines
+
+
+def find_leaks(out: Path, secrets: set[str]) -> list[str]:
+    """'file: line' for each secret line found in a text file under `out` (JSON strings are decoded)."""
+    import json
+
+    leaks = []
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and ".git" not in p.relative_to(out).parts):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        variants = [text]
+        if path.suffix in (".ipynb", ".json"):
+            try:  # notebooks store sources as escaped JSON strings
+                variants.append(json.dumps(json.loads(text), ensure_ascii=False, indent=0).replace("\\n", "\n").replace('\\"', '"'))
+            except ValueError:
+                pass
+        haystack = "\n".join(line.strip() for v in variants for line in v.splitlines())
+        rel = path.relative_to(out).as_posix()
+        leaks += [
+            f"{rel}: {line[:70]!r}" for line in sorted(secrets)
+            if line in haystack and (rel, line) not in KNOWN_COINCIDENCES
+        ]
+    return leaks
+
+
+def _clear(out: Path) -> None:
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).exists():
+            raise CourseError(f"{out} is not empty and is not a previous distribution; choose a new folder")
+        for child in out.iterdir():
+            if child.name != ".git":
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def student_readme(names: list[str]) -> str:
+    config = load_config()
+    text = TEMPLATE.read_text(encoding="utf-8")
+    return text.replace("{badges}", readme_block(names, config))
+
+
+def environment_yml(run: list[str], lab: list[str]) -> str:
+    deps = ["python>=3.10"] + [("pytorch" + r[len("torch"):]) if r.startswith("torch") else r for r in run + lab]
+    return (
+        "# Conda environment for the course's notebooks: conda env create -f environment.yml\n"
+        "name: sequence-models\nchannels:\n  - pytorch\n  - conda-forge\ndependencies:\n"
+        + "".join(f"  - {d}\n" for d in deps)
+    )
+
+
+def build(out: Path, names: list[str]) -> list[Path]:
+    """Write the student distribution of assignments `names` into `out`; return the files written."""
+    out = Path(out).resolve()
+    own = [REPO_ROOT / d for d in ("solutions", "notebooks", "utils", "datasets", "autograder", "tests", "benchmarks")]
+    if out == REPO_ROOT or out in REPO_ROOT.parents or any(out == d or d in out.parents for d in own):
+        raise CourseError(f"{out}: write the distribution to a folder of its own (for example ./dist, which git ignores)")
+    missing = [n for n in names if not release_path(n).is_file()]
+    if missing:
+        raise CourseError("no release for " + ", ".join(missing) + "; run: python -m autograder release")
+    if not MANIFEST.is_file():
+        raise CourseError(f"{MANIFEST} is missing; run: python -m autograder release")
+    _clear(out)
+    for name in names:
+        shutil.copytree(release_path(name).parent, out / "notebooks" / name, ignore=IGNORED)
+    shutil.copytree(REPO_ROOT / "utils", out / "utils", ignore=IGNORED)
+    shutil.copytree(REPO_ROOT / "datasets", out / "datasets", ignore=IGNORED)
+    shutil.copyfile(REPO_ROOT / "LICENSE", out / "LICENSE")
+    run, lab = _requirements()
+    (out / "requirements.txt").write_text(
+        "# The course's notebooks on your own machine: pip install -r requirements.txt\n"
+        "# (in Colab nothing is needed: the first cell of each notebook takes care of it)\n"
+        + "".join(f"{r}\n" for r in run + lab), encoding="utf-8")
+    (out / "environment.yml").write_text(environment_yml(run, lab), encoding="utf-8")
+    (out / "README.md").write_text(student_readme(names), encoding="utf-8")
+    (out / ".gitignore").write_text(".ipynb_checkpoints/\n__pycache__/\n.venv/\n", encoding="utf-8")
+    (out / MARKER).write_text("written by python -m autograder dist; the whole folder is rewritten next time\n")
+
+    leaks = find_leaks(out, secret_lines(names))
+    if leaks:
+        _clear(out)
+        raise CourseError("the distribution would leak solution or hidden-test lines:\n  " + "\n  ".join(leaks[:20]))
+    return sorted(p for p in out.rglob("*") if p.is_file() and ".git" not in p.relative_to(out).parts)
+
+
+def placeholder_warning() -> str | None:
+    config = load_config()
+    if PLACEHOLDER_MARK in config.repository:
+        return ("warning: [tool.course] repository in pyproject.toml is still the placeholder "
+                f"{config.repository}; the Colab badges and bootstrap will not work until it is set "
+                "(then run: python -m autograder student-cells)")
+    return None

@@ -1,0 +1,317 @@
+"""The cells every notebook shares on the students' side, written from ONE address.
+
+`python -m autograder student-cells` rewrites, in every solution notebook:
+
+* a markdown cell at the top with the "Open in Colab" badge of the notebook;
+* the bootstrap at the start of the locked setup cell (before `import utils`): in
+  Colab it clones the student distribution and calls `utils.colab.prepare()`;
+  elsewhere it only lets `import utils` find the course folder the notebook sits in;
+* a locked last cell that calls `utils.check_submission()`;
+
+and the block of badges in README.md; then it regenerates the release and the
+manifest that check_submission() compares against (`utils/course_manifest.json`).
+It is idempotent: run it again after adding a notebook or changing the address.
+The address, branch and GPU notebooks come from `[tool.course]` in pyproject.toml.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.course import REPO_ROOT, CourseError, grade_id, read_notebook, release_path, solution_path
+
+PYPROJECT = REPO_ROOT / "pyproject.toml"
+README = REPO_ROOT / "README.md"
+MANIFEST = REPO_ROOT / "utils" / "course_manifest.json"
+PLACEHOLDER_MARK = "YOUR-GITHUB-ORG"
+
+BADGE_ID = "colab-badge"
+CHECK_ID = "check-submission"
+CHECK_GRADE_ID = "check_submission"
+BOOT_BEGIN = "# >>> course bootstrap"
+BOOT_END = "# <<< course bootstrap"
+README_BEGIN = "<!-- colab-badges: written by `python -m autograder student-cells` -->"
+README_END = "<!-- /colab-badges -->"
+BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+
+
+@dataclass
+class CourseConfig:
+    repository: str
+    branch: str = "main"
+    gpu_notebooks: list[str] = field(default_factory=list)
+
+    @property
+    def placeholder(self) -> bool:
+        return PLACEHOLDER_MARK in self.repository
+
+    @property
+    def github_slug(self) -> str:
+        """owner/name of a GitHub address (Colab opens notebooks from GitHub)."""
+        m = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", self.repository)
+        if not m:
+            raise CourseError(
+                f"[tool.course] repository = {self.repository!r} is not a GitHub address "
+                "(https://github.com/OWNER/NAME); Colab's badge can only open notebooks from GitHub"
+            )
+        return f"{m.group(1)}/{m.group(2)}"
+
+    def colab_url(self, name: str) -> str:
+        return f"https://colab.research.google.com/github/{self.github_slug}/blob/{self.branch}/notebooks/{name}/{name}.ipynb"
+
+
+def load_config(pyproject: Path = PYPROJECT) -> CourseConfig:
+    """The [tool.course] table of pyproject.toml."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise CourseError("reading pyproject.toml needs Python 3.11+ (or pip install tomli)") from None
+    table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("course")
+    if not table or not table.get("repository"):
+        raise CourseError(f"{pyproject}: set [tool.course] repository = \"https://github.com/OWNER/NAME\"")
+    config = CourseConfig(str(table["repository"]), str(table.get("branch", "main")), list(table.get("gpu_notebooks", [])))
+    config.github_slug  # validates the address
+    return config
+
+
+# ---------------------------------------------------------------- the generated cells
+
+
+def badge_source(name: str, config: CourseConfig) -> str:
+    return (
+        f"[![Open In Colab]({BADGE_IMAGE})]({config.colab_url(name)})\n\n"
+        "*In Colab: run the first code cell, which fetches the course's `utils` (and, in the last "
+        "notebook, asks for a GPU). Locally: open this file in JupyterLab from the course folder.*"
+    )
+
+
+def bootstrap_block(name: str, config: CourseConfig, repository: str | None = None) -> str:
+    """The first lines of the setup cell. `repository` overrides the address (tests use a local clone)."""
+    url = repository or config.repository
+    branch = "" if repository else f"'--branch', {config.branch!r}, "
+    want_gpu = name in config.gpu_notebooks
+    return "\n".join([
+        f"{BOOT_BEGIN} (written by `python -m autograder student-cells`; the same in every notebook)",
+        "# In Google Colab: fetch the course's utils and dataset registry from COURSE_REPOSITORY and install",
+        "# only what Colab lacks (never torch). Elsewhere: use the utils of the course folder this notebook is in.",
+        f"COURSE_REPOSITORY = {url!r}",
+        "import os, subprocess, sys",
+        "try:",
+        "    import google.colab  # noqa: F401  (only Colab has it)",
+        "    _course = os.path.abspath(COURSE_REPOSITORY.rstrip('/').split('/')[-1].removesuffix('.git'))",
+        "    if not os.path.isdir(os.path.join(_course, 'utils')):",
+        *(["        raise RuntimeError('The course address is not set yet: ask your instructor for the course link.')"]
+          if PLACEHOLDER_MARK in url else [
+            "        print('Fetching the course from', COURSE_REPOSITORY)",
+            f"        subprocess.run(['git', 'clone', '--quiet', '--depth', '1', {branch}COURSE_REPOSITORY, _course], check=True)",
+        ]),
+        "    sys.path.insert(0, _course)",
+        "    import utils.colab",
+        f"    utils.colab.prepare(want_gpu={want_gpu})",
+        "except ModuleNotFoundError as _error:",
+        "    if not (_error.name or '').startswith('google'):",
+        "        raise",
+        "    _course = os.getcwd()",
+        "    while not os.path.isfile(os.path.join(_course, 'datasets', 'registry.json')) and os.path.dirname(_course) != _course:",
+        "        _course = os.path.dirname(_course)",
+        "    if os.path.isfile(os.path.join(_course, 'utils', '__init__.py')) and _course not in sys.path:",
+        "        sys.path.insert(0, _course)",
+        BOOT_END,
+    ])
+
+
+def check_cell_source() -> str:
+    return (
+        "# Before you hand in (locked): checks the notebook as saved, the way the grader will read it, and\n"
+        "# reruns the visible self-checks. Save first (Ctrl+S; Colab saves by itself), then run this cell.\n"
+        "utils.check_submission()"
+    )
+
+
+def _badge_cell(name, config):
+    cell = nbformat.v4.new_markdown_cell(badge_source(name, config), id=BADGE_ID)
+    cell.metadata["course"] = {"generated": "colab-badge"}
+    return cell
+
+
+def _check_cell():
+    cell = nbformat.v4.new_code_cell(check_cell_source(), id=CHECK_ID)
+    cell.metadata["nbgrader"] = {
+        "grade": False, "grade_id": CHECK_GRADE_ID, "locked": True,
+        "schema_version": 3, "solution": False, "task": False,
+    }
+    return cell
+
+
+def _generated(cell, kind: str) -> bool:
+    return cell.get("metadata", {}).get("course", {}).get("generated") == kind
+
+
+def _strip_bootstrap(source: str) -> str:
+    start = source.find(BOOT_BEGIN)
+    if start < 0:
+        return source
+    end = source.find(BOOT_END, start)
+    if end < 0:
+        raise CourseError("the setup cell has the start of a course bootstrap but not its end marker")
+    end = source.find("\n", end)
+    return source[:start] + (source[end + 1:] if end >= 0 else "")
+
+
+def _with_bootstrap(source: str, block: str) -> str:
+    """Insert `block` after the setup cell's leading comment lines (before any code)."""
+    lines = _strip_bootstrap(source).split("\n")
+    head = 0
+    while head < len(lines) and lines[head].startswith("#"):
+        head += 1
+    return "\n".join(lines[:head] + block.split("\n") + lines[head:])
+
+
+def _imports_utils_after_bootstrap(source: str) -> bool:
+    end = source.find(BOOT_END)
+    return end >= 0 and re.search(r"^(import utils\b|from utils\b)", source[end:], re.MULTILINE) is not None
+
+
+def apply(nb, name: str, config: CourseConfig, repository: str | None = None):
+    """A copy of notebook `nb` with the badge, bootstrap and check cells in canonical form."""
+    nb = copy.deepcopy(nb)
+    cells = [c for c in nb.cells if not _generated(c, "colab-badge") and grade_id(c) != CHECK_GRADE_ID]
+    setup = [c for c in cells if grade_id(c) == "setup"]
+    if len(setup) != 1:
+        raise CourseError(f"{name}: expected one setup cell (grade_id 'setup'), found {len(setup)}")
+    setup_source = setup[0].source
+    if "import utils" not in setup_source:
+        raise CourseError(f"{name}: the setup cell does not `import utils`")
+    setup[0].source = _with_bootstrap(setup_source, bootstrap_block(name, config, repository))
+    if not _imports_utils_after_bootstrap(setup[0].source):
+        raise CourseError(f"{name}: the setup cell must `import utils` after its leading comments")
+    nb.cells = [_badge_cell(name, config)] + cells + [_check_cell()]
+    return nb
+
+
+def problems(nb, name: str, config: CourseConfig) -> list[str]:
+    """How `nb` differs from the canonical form (empty: canonical)."""
+    found = []
+    if not nb.cells or not _generated(nb.cells[0], "colab-badge") or nb.cells[0].source != badge_source(name, config):
+        found.append("the first cell is not the canonical Open in Colab badge")
+    if not nb.cells or grade_id(nb.cells[-1]) != CHECK_GRADE_ID or nb.cells[-1].source != check_cell_source():
+        found.append("the last cell is not the canonical utils.check_submission() cell")
+    setup = [c for c in nb.cells if grade_id(c) == "setup"]
+    if len(setup) != 1 or bootstrap_block(name, config) not in setup[0].source:
+        found.append("the setup cell does not start with the canonical course bootstrap")
+    elif not _imports_utils_after_bootstrap(setup[0].source):
+        found.append("the setup cell does not import utils after the bootstrap")
+    count = sum(grade_id(c) == CHECK_GRADE_ID for c in nb.cells)
+    if count != 1:
+        found.append(f"{count} check_submission cells instead of one")
+    return found
+
+
+def readme_block(names: list[str], config: CourseConfig) -> str:
+    rows = "\n".join(f"| `{n}` | [![Open In Colab]({BADGE_IMAGE})]({config.colab_url(n)}) |" for n in names)
+    return f"{README_BEGIN}\n| notebook | open |\n| --- | --- |\n{rows}\n{README_END}"
+
+
+def update_readme(text: str, names: list[str], config: CourseConfig) -> str:
+    block = readme_block(names, config)
+    pattern = re.compile(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), re.DOTALL)
+    if not pattern.search(text):
+        raise CourseError(f"README.md has no badge block; add the two lines {README_BEGIN} and {README_END}")
+    return pattern.sub(lambda _: block, text)
+
+
+# ---------------------------------------------------------------- the manifest check_submission reads
+
+
+def _role(meta: dict, cell_type: str) -> str:
+    if meta.get("solution"):
+        return "answer" if meta.get("grade") else "solution"
+    if meta.get("grade"):
+        return "test"
+    if meta.get("task"):
+        return "task"
+    return "locked"
+
+
+def manifest_entry(release_nb) -> dict:
+    """The structure of one release notebook: its nbgrader cells, in order."""
+    from utils.submission import source_digest
+
+    cells = []
+    for cell in release_nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if not meta or not meta.get("grade_id"):
+            continue
+        role = _role(meta, cell.cell_type)
+        entry = {
+            "grade_id": meta["grade_id"], "cell_type": cell.cell_type, "role": role,
+            "grade": bool(meta.get("grade")), "solution": bool(meta.get("solution")), "locked": bool(meta.get("locked")),
+        }
+        if meta.get("grade"):
+            entry["points"] = meta.get("points", 0)
+        if role in ("test", "locked"):
+            entry["sha256"] = source_digest(cell.source)
+        cells.append(entry)
+    return {"cells": cells}
+
+
+def build_manifest(names: list[str], config: CourseConfig, release_dir: Path | None = None) -> dict:
+    def path(name):
+        return (release_dir / name / f"{name}.ipynb") if release_dir else release_path(name)
+
+    return {
+        "about": "Structure of the release notebooks, for utils.check_submission(); written by `python -m autograder release`.",
+        "repository": config.repository,
+        "branch": config.branch,
+        "assignments": {name: manifest_entry(read_notebook(path(name))) for name in names},
+    }
+
+
+def manifest_text(manifest: dict) -> str:
+    return json.dumps(manifest, indent=1, sort_keys=False) + "\n"
+
+
+def write_manifest(names: list[str], config: CourseConfig | None = None) -> Path:
+    """Rewrite utils/course_manifest.json from the release notebooks of `names` (all assignments)."""
+    MANIFEST.write_text(manifest_text(build_manifest(names, config or load_config())), encoding="utf-8")
+    return MANIFEST
+
+
+def manifest_drift(names: list[str], config: CourseConfig | None = None) -> bool:
+    """True when the committed manifest differs from one built from the committed release."""
+    expected = manifest_text(build_manifest(names, config or load_config()))
+    return not MANIFEST.is_file() or MANIFEST.read_text(encoding="utf-8") != expected
+
+
+# ---------------------------------------------------------------- the command
+
+
+def write_notebook(nb, path: Path) -> None:
+    nbformat.write(nb, str(path))
+
+
+def rewrite(names: list[str], config: CourseConfig | None = None) -> list[str]:
+    """Put every solution notebook of `names` and README.md in canonical form; return what changed."""
+    config = config or load_config()
+    changed = []
+    for name in names:
+        path = solution_path(name)
+        nb = read_notebook(path)
+        fixed = apply(nb, name, config)
+        if fixed != nb:
+            write_notebook(fixed, path)
+            changed.append(str(path.relative_to(REPO_ROOT)))
+    readme = README.read_text(encoding="utf-8")
+    new_readme = update_readme(readme, names, config)
+    if new_readme != readme:
+        README.write_text(new_readme, encoding="utf-8")
+        changed.append("README.md")
+    return changed

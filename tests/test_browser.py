@@ -1,0 +1,215 @@
+"""In a real browser: JupyterLab 4 on loopback, driven by Playwright in Debian's Chromium.
+
+1. A student opens a release notebook (with every answer filled in), runs all cells from
+   the Run menu, finds the explorer widget rendered, clicks its slider and sees the view
+   change; the last cell's check_submission() says READY.
+2. The instructor opens nbgrader's formgrader from JupyterLab's Nbgrader menu and sees
+   every assignment of the course listed.
+
+Screenshots land in test-artifacts/browser/ (or $COURSE_TEST_ARTIFACTS); the test log
+names them. Needs /usr/bin/chromium (apt-get install chromium) and the Python package
+playwright (pip install playwright): without them the tests skip and say why, unless
+COURSE_REQUIRE_BROWSER=1 (set by .ci/run after it installed both), where they fail.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, record_artifact
+from notebook_helpers import completed_notebook, write
+
+from autograder import course
+from autograder.workspace import open_workspace
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+TOKEN = "course-browser-test"
+ARTIFACTS = Path(os.environ.get("COURSE_TEST_ARTIFACTS") or REPO_ROOT / "test-artifacts") / "browser"
+ASSIGNMENTS = course.assignments()
+
+
+def _browser_or_skip():
+    reasons = []
+    try:
+        from playwright.sync_api import sync_playwright  # noqa: F401
+    except ImportError:
+        reasons.append("the Python package playwright is not installed (pip install playwright)")
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        reasons.append(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    if reasons:
+        message = "browser test skipped: " + "; ".join(reasons)
+        if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
+            pytest.fail(message + " although COURSE_REQUIRE_BROWSER=1")
+        pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab serving an nbgrader course folder that also holds a student's notebook."""
+    _browser_or_skip()
+    root = tmp_path_factory.mktemp("lab")
+    ws = open_workspace(root / "course")
+    for name in ASSIGNMENTS:  # the formgrader lists the assignments of source/
+        shutil.copytree(course.solution_path(name).parent, ws.path("source", name))
+    name = ASSIGNMENTS[0]
+    student = ws.path("student", name)
+    student.mkdir(parents=True)
+    write(completed_notebook(name), student / f"{name}.ipynb")
+
+    settings = root / "settings"
+    for plugin, values in {
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    }.items():
+        path = settings / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    with open(ws.path("nbgrader_config.py"), "a") as config:  # keep nbgrader's exchange inside the test
+        config.write(f"\nc.Exchange.root = {str(root / 'exchange')!r}\n")
+    (root / "exchange").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("NBGRADER_EXECUTION", "JPY_SESSION_NAME")}
+    env.update(
+        # experiments shrink, but the explorer still shows its widget
+        COURSE_FAST="1", COURSE_WIDGETS="1",
+        # nbgrader's gradebook runs the `alembic` command of this environment
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+        JUPYTER_PATH=os.pathsep.join(filter(None, [str(ws.root / "jupyter"), env.get("JUPYTER_PATH")])),
+        JUPYTER_CONFIG_DIR=str(root / "config"), JUPYTERLAB_SETTINGS_DIR=str(settings),
+        JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
+    )
+    port = _free_port()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log_path = ARTIFACTS / "jupyterlab.log"
+    log = open(log_path, "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+         f"--ServerApp.port={port}", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={ws.root}",
+         "--allow-root", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=ws.root, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"JupyterLab did not start; see {log_path}") from None
+                time.sleep(0.5)
+        yield base, name
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+        record_artifact(log_path)
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _shot(page, name: str) -> Path:
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path), full_page=False)
+    record_artifact(path)
+    return path
+
+
+def _menu(page, menu: str, command: str) -> None:
+    page.locator(".lm-MenuBar-item", has_text=menu).first.click()
+    page.locator(f'.lm-Menu-item[data-command="{command}"]').first.click()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A browser tab; a screenshot of it is kept when the test fails."""
+    tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+    tab.set_default_timeout(60_000)
+    yield tab
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        _shot(tab, f"FAILED_{request.node.name}.png")
+    tab.close()
+
+
+def test_student_runs_a_release_notebook_and_uses_its_widget(lab, page):
+    base, name = lab
+    page.goto(f"{base}/lab/tree/student/{name}/{name}.ipynb?token={TOKEN}")
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    setup_output = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="| seed 0 |").first
+    for attempt in range(2):  # on a loaded machine the first click can land before the menu is live
+        _menu(page, "Run", "runmenu:run-all")
+        try:
+            setup_output.wait_for(timeout=60_000)
+            break
+        except PlaywrightTimeout:
+            if attempt:
+                raise
+
+    check_output = page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")
+    check_output.filter(has_text="Submission check").first.wait_for(timeout=240_000)
+    report = check_output.first.inner_text()
+    assert "READY" in report and "NOT READY" not in report, report
+
+    slider = page.locator(".widget-slider .noUi-target, .widget-hslider .noUi-target").first
+    slider.scroll_into_view_if_needed()
+    widget = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".widget-slider, .widget-hslider")).first
+    before = widget.inner_text()
+    assert "0 merges" in before, f"the explorer did not render its first view: {before[:300]!r}"
+    assert page.locator(".course-static-view").count() == 0, "JupyterLab showed the static fallback, not the widget"
+    _shot(page, "01_widget_before_click.png")
+
+    box = slider.bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.98, box["y"] + box["height"] / 2)
+    page.wait_for_function(
+        "el => !el.innerText.includes('0 merges:')", arg=widget.element_handle(), timeout=30_000
+    )
+    after = widget.inner_text()
+    assert "merge " in after and after != before, after[:300]
+    _shot(page, "02_widget_after_click.png")
+    check_output.first.scroll_into_view_if_needed()
+    _shot(page, "03_check_submission.png")
+
+
+def test_instructor_sees_every_assignment_in_the_formgrader(lab, page):
+    base, _ = lab
+    page.goto(f"{base}/lab?token={TOKEN}")
+    page.locator(".lm-MenuBar-item", has_text="Nbgrader").first.wait_for()
+    _menu(page, "Nbgrader", "nbgrader:open-formgrader")
+    frame = page.frame_locator("iframe").first
+    for name in ASSIGNMENTS:
+        frame.locator("td", has_text=name).first.wait_for(timeout=60_000)
+    _shot(page, "04_formgrader_assignments.png")
