@@ -1,0 +1,103 @@
+"""BLEU of notebook 04's models: with and without attention on purple cats, by source
+length, and an attention model on a held-out split of the Tatoeba pairs, with training time.
+
+    python benchmarks/seq2seq_bleu.py [--tatoeba-epochs N] [--threads N]
+
+The models are the solution notebook's own code: its setup, solution and given cells are
+executed (experiment cells skipped), so the figures are those of the classes students
+write. Writes benchmarks/results/seq2seq_bleu.json.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autograder.course import grade_id, read_notebook, solution_path  # noqa: E402
+from benchmarks.machine import save  # noqa: E402
+from utils.translation import load_translation_pairs  # noqa: E402
+
+NAME = "04_seq2seq_attention"
+BUCKETS = [(3, 6), (7, 9), (10, 12), (13, 15), (16, 25)]
+
+
+def notebook_namespace() -> dict:
+    """Run the setup, given and solution cells of the solution notebook; return its globals."""
+    os.environ.setdefault("MPLBACKEND", "agg")
+    ns: dict = {}
+    for cell in read_notebook(solution_path(NAME)).cells:
+        gid = grade_id(cell) or ""
+        if cell.cell_type == "code" and gid and not gid.startswith(("exp_", "test_")):
+            exec(compile(cell.source, gid, "exec"), ns)
+    return ns
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tatoeba-epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    ns = notebook_namespace()
+    torch, nn = ns["torch"], ns["nn"]
+    torch.set_num_threads(args.threads)
+    ns["device"] = torch.device("cpu")
+    EncoderDecoder, Seq2SeqEncoder = ns["EncoderDecoder"], ns["Seq2SeqEncoder"]
+    train_seq2seq, translate, corpus_bleu = ns["train_seq2seq"], ns["translate"], ns["corpus_bleu"]
+    Lexicon, split_sentence = ns["Lexicon"], ns["split_sentence"]
+    rows = []
+
+    # purple cats: the notebook's full-mode configuration
+    train = ns["purple_cats_pairs"](3000, seed=0)
+    test = ns["purple_cats_pairs"](400, seed=1)
+    src_lex, tgt_lex = Lexicon(p.source for p in train), Lexicon(p.target for p in train)
+    for name, decoder_class in [("no attention", ns["PlainDecoder"]), ("attention", ns["AttentionDecoder"])]:
+        torch.manual_seed(0)
+        model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 32, 64), decoder_class(len(tgt_lex), 32, 64))
+        losses, seconds = train_seq2seq(model, train, src_lex, tgt_lex, epochs=8, batch_size=128, lr=0.01)
+        hyps = [translate(model, p.source, src_lex, tgt_lex) for p in test]
+        by_length = {}
+        for lo, hi in BUCKETS:
+            idx = [i for i, p in enumerate(test) if lo <= len(p.source) <= hi]
+            by_length[f"{lo}-{hi}"] = {"sentences": len(idx), "bleu": round(100 * corpus_bleu(
+                [hyps[i] for i in idx], [test[i].target for i in idx]), 1)}
+        row = {"task": "purple cats", "model": name, "train_pairs": len(train), "test_pairs": len(test),
+               "steps": len(losses), "train_s": round(seconds, 1), "final_loss": round(losses[-1], 3),
+               "bleu_greedy": round(100 * corpus_bleu(hyps, [p.target for p in test]), 1),
+               "bleu_by_source_length": by_length}
+        rows.append(row)
+        print(f"purple cats, {name:>12}: {row['steps']} steps in {row['train_s']} s, BLEU {row['bleu_greedy']}, "
+              f"by length {[v['bleu'] for v in by_length.values()]}")
+
+    # Tatoeba: an attention model on all clean pairs but a held-out 500
+    data = load_translation_pairs()
+    pairs = [(split_sentence(en), split_sentence(fr)) for en, fr in data.pairs]
+    random.Random(0).shuffle(pairs)
+    held_out, train_real = pairs[:500], pairs[500:]
+    src_lex, tgt_lex = Lexicon((s for s, _ in train_real), min_count=2), Lexicon((t for _, t in train_real), min_count=2)
+    torch.manual_seed(0)
+    model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 64, 128), ns["AttentionDecoder"](len(tgt_lex), 64, 128))
+    losses, seconds = train_seq2seq(model, train_real, src_lex, tgt_lex, epochs=args.tatoeba_epochs, batch_size=64, lr=0.005)
+    refs = [t for _, t in held_out]
+    greedy = [translate(model, s, src_lex, tgt_lex) for s, _ in held_out]
+    start = time.perf_counter()
+    beam = [translate(model, s, src_lex, tgt_lex, beam_size=4) for s, _ in held_out]
+    beam_s = time.perf_counter() - start
+    row = {"task": "tatoeba eng-fra", "model": "attention", "train_pairs": len(train_real), "test_pairs": len(held_out),
+           "skipped_lines": len(data.skipped), "lexicons": [len(src_lex), len(tgt_lex)], "epochs": args.tatoeba_epochs,
+           "steps": len(losses), "train_s": round(seconds, 1), "final_loss": round(losses[-1], 3),
+           "bleu_greedy": round(100 * corpus_bleu(greedy, refs), 1), "bleu_beam4": round(100 * corpus_bleu(beam, refs), 1),
+           "beam4_decode_s": round(beam_s, 1),
+           "examples": [[" ".join(s), " ".join(g), " ".join(t)] for (s, t), g in list(zip(held_out, greedy))[:5]]}
+    rows.append(row)
+    print(f"tatoeba: {row['steps']} steps in {row['train_s']} s, held-out BLEU greedy {row['bleu_greedy']}, beam 4 {row['bleu_beam4']}")
+    print(f"saved {save('seq2seq_bleu', rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
