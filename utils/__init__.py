@@ -10,6 +10,7 @@ Submodules, by concern:
   utils.data      the dataset registry and loaders (download, checksum, offline mirror)
   utils.text      character-level data for language models (codec, random windows)
   utils.translation  sentence pairs for translation (Tatoeba loader that skips bad lines)
+  utils.synthetic long-range toy tasks (adding problem, copy memory) and a small trainer
   utils.checks    self-check helpers that turn a wrong answer into an actionable message
   utils.plotting  small matplotlib helpers (curves, heatmaps, 2-D embeddings)
   utils.widgets   ipywidgets explorers with a static fallback
@@ -19,10 +20,13 @@ Submodules, by concern:
 from utils.data import DatasetUnavailable, dataset_path, load_text
 from utils.runtime import fast_mode, get_device, in_colab, seed_everything, setup
 from utils.submission import check_submission
+from utils.synthetic import adding_problem, copy_memory
 
 __all__ = [
     "check_submission",
     "DatasetUnavailable",
+    "adding_problem",
+    "copy_memory",
     "dataset_path",
     "fast_mode",
     "get_device",

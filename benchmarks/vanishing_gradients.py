@@ -1,0 +1,80 @@
+"""Calibrate the vanishing-gradient lab: RNN and LSTM on the adding problem at growing T.
+
+    python benchmarks/vanishing_gradients.py [--lengths 5,10,20,40,80] [--seeds 0,1,2] [--steps 600]
+
+Trains a fresh model per (cell, T, seed) with utils.synthetic.train_adding, the recipe
+notebooks 02 and 03 use (H = 32, batch 64, Adam 1e-2, clipping at 1, one torch thread), and
+records the final validation MSE (mean of the last three evaluations) and the time of
+every run. A run "fails" when its final MSE is at least 90 % of the constant baseline
+(1/6) and "solves" the task when it is below 10 % of it. Writes
+benchmarks/results/vanishing_gradients.json.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from benchmarks.machine import save  # noqa: E402
+from utils.synthetic import ADDING_BASELINE_MSE, train_adding  # noqa: E402
+
+FAIL = 0.9 * ADDING_BASELINE_MSE
+SOLVE = 0.1 * ADDING_BASELINE_MSE
+
+
+def ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=ints, default=[5, 10, 20, 40, 80])
+    parser.add_argument("--seeds", type=ints, default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--cells", default="rnn,lstm")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    rows, summary = [], []
+    start = time.perf_counter()
+    for cell in args.cells.split(","):
+        for T in args.lengths:
+            finals = []
+            for seed in args.seeds:
+                r = train_adding(cell, T, seed, steps=args.steps)
+                rows.append({"cell": cell, "seq_len": T, "seed": seed, "steps": args.steps,
+                             "final_mse": round(r["final_mse"], 5), "seconds": round(r["seconds"], 2),
+                             "curve": {"steps": r["steps"], "val_mse": [round(v, 5) for v in r["val_mse"]]}})
+                finals.append(r["final_mse"])
+            verdict = ("solved" if all(f < SOLVE for f in finals) else
+                       "failed" if all(f >= FAIL for f in finals) else "mixed")
+            summary.append({"cell": cell, "seq_len": T, "final_mse": [round(f, 4) for f in finals],
+                            "median_mse": round(statistics.median(finals), 4), "verdict": verdict})
+            print(f"{cell:>4} T={T:>3}: final MSE {', '.join(f'{f:.4f}' for f in finals)} -> {verdict}", flush=True)
+
+    def lengths(cell, verdict):
+        return [s["seq_len"] for s in summary if s["cell"] == cell and s["verdict"] == verdict]
+
+    findings = {
+        "baseline_mse": ADDING_BASELINE_MSE,
+        "fail_threshold": FAIL,
+        "solve_threshold": SOLVE,
+        "rnn_fails_at": lengths("rnn", "failed"),
+        "rnn_solves_at": lengths("rnn", "solved"),
+        "lstm_solves_at": lengths("lstm", "solved"),
+        "lstm_fails_at": lengths("lstm", "failed"),
+        "total_seconds": round(time.perf_counter() - start, 1),
+    }
+    print(findings)
+    print(f"saved {save('vanishing_gradients', [{'summary': summary, 'findings': findings, 'runs': rows}])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
