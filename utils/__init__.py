@@ -13,11 +13,14 @@ Submodules, by concern:
   utils.checks    self-check helpers that turn a wrong answer into an actionable message
   utils.plotting  small matplotlib helpers (curves, heatmaps, 2-D embeddings)
   utils.widgets   ipywidgets explorers with a static fallback
+  utils.attention_plots  attention weights as bars and heatmaps, a head/query explorer
 """
+from utils.attention_plots import attention_explorer
 from utils.data import DatasetUnavailable, dataset_path, load_text
 from utils.runtime import fast_mode, get_device, in_colab, seed_everything, setup
 
 __all__ = [
+    "attention_explorer",
     "DatasetUnavailable",
     "dataset_path",
     "fast_mode",
