@@ -16,7 +16,9 @@ Submodules, by concern:
   utils.widgets   ipywidgets explorers with a static fallback
   utils.colab     what the setup cell does in Google Colab (missing packages, widgets, GPU)
   utils.submission  check_submission(): is the saved notebook ready to hand in?
+  utils.attention_plots  attention weights as bars and heatmaps, a head/query explorer
 """
+from utils.attention_plots import attention_explorer
 from utils.data import DatasetUnavailable, dataset_path, load_text
 from utils.runtime import fast_mode, get_device, in_colab, seed_everything, setup
 from utils.submission import check_submission
@@ -24,6 +26,7 @@ from utils.synthetic import adding_problem, copy_memory
 
 __all__ = [
     "check_submission",
+    "attention_explorer",
     "DatasetUnavailable",
     "adding_problem",
     "copy_memory",
