@@ -13,17 +13,23 @@ Submodules, by concern:
   utils.checks    self-check helpers that turn a wrong answer into an actionable message
   utils.plotting  small matplotlib helpers (curves, heatmaps, 2-D embeddings)
   utils.widgets   ipywidgets explorers with a static fallback
+  utils.training  the shared training loop (progress bar, evaluation, clipping, mixed precision, checkpoints)
 """
 from utils.data import DatasetUnavailable, dataset_path, load_text
 from utils.runtime import fast_mode, get_device, in_colab, seed_everything, setup
+from utils.training import History, TrainConfig, plot_history, train
 
 __all__ = [
     "DatasetUnavailable",
+    "History",
+    "TrainConfig",
     "dataset_path",
     "fast_mode",
     "get_device",
     "in_colab",
     "load_text",
+    "plot_history",
     "seed_everything",
     "setup",
+    "train",
 ]
