@@ -17,12 +17,14 @@ Submodules, by concern:
   utils.colab     what the setup cell does in Google Colab (missing packages, widgets, GPU)
   utils.submission  check_submission(): is the saved notebook ready to hand in?
   utils.attention_plots  attention weights as bars and heatmaps, a head/query explorer
+  utils.training  the shared training loop (progress bar, evaluation, clipping, mixed precision, checkpoints)
 """
 from utils.attention_plots import attention_explorer
 from utils.data import DatasetUnavailable, dataset_path, load_text
 from utils.runtime import fast_mode, get_device, in_colab, seed_everything, setup
 from utils.submission import check_submission
 from utils.synthetic import adding_problem, copy_memory
+from utils.training import History, TrainConfig, plot_history, train
 
 __all__ = [
     "check_submission",
@@ -30,11 +32,15 @@ __all__ = [
     "DatasetUnavailable",
     "adding_problem",
     "copy_memory",
+    "History",
+    "TrainConfig",
     "dataset_path",
     "fast_mode",
     "get_device",
     "in_colab",
     "load_text",
+    "plot_history",
     "seed_everything",
     "setup",
+    "train",
 ]

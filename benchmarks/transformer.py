@@ -1,0 +1,222 @@
+"""Notebook 07 side by side: attention (math vs fused kernel) and GPT training (course vs built-ins).
+
+    python benchmarks/transformer.py attention                 # time (and GPU memory) against L
+    python benchmarks/transformer.py train --config fast       # a few seconds on a CPU
+    python benchmarks/transformer.py train --config shakespeare_char   # the GPU comparison (about 2 x 3-15 min)
+
+`train` trains the course's GPT (the solution notebook's LayerNorm, FeedForward, GPT and lr_at,
+executed from solutions/07_transformer) and the same model built only from PyTorch's modules
+(nn.TransformerEncoder of pre-norm GELU layers with a causal mask, tied embeddings), with the
+same data, schedule, initialisation and loop (utils.training), one after the other on the same
+device. It records wall time to a validation loss of 1.47, the final validation loss, tokens per
+second and peak GPU memory, and the ratios. Results go to results/transformer_*.json.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.machine import save  # noqa: E402
+
+SOLUTION = Path(__file__).resolve().parent.parent / "solutions" / "07_transformer" / "07_transformer.ipynb"
+TARGET_LOSS = 1.47
+
+CONFIGS = {
+    # nanoGPT's config/train_shakespeare_char.py (it reports val loss 1.4697 after 5000 iterations)
+    "shakespeare_char": dict(block_size=256, d_model=384, num_heads=6, num_layers=6, d_ff=1536, dropout=0.2,
+                             batch_size=64, max_steps=5000, warmup_steps=100, max_lr=1e-3, min_lr=1e-4,
+                             eval_every=250, eval_batches=200),
+    "laptop": dict(block_size=64, d_model=96, num_heads=4, num_layers=3, d_ff=384, dropout=0.1,
+                   batch_size=32, max_steps=1000, warmup_steps=50, max_lr=2e-3, min_lr=2e-4,
+                   eval_every=100, eval_batches=10),
+    "fast": dict(block_size=32, d_model=32, num_heads=2, num_layers=1, d_ff=64, dropout=0.0,
+                 batch_size=16, max_steps=40, warmup_steps=5, max_lr=3e-3, min_lr=3e-4,
+                 eval_every=20, eval_batches=2),
+}
+
+
+def course_namespace() -> dict:
+    """LayerNorm, FeedForward, GPT and lr_at as defined by the solution notebook's cells."""
+    import nbformat
+
+    nb = nbformat.read(SOLUTION, as_version=4)
+    namespace = {"torch": torch, "nn": nn, "F": F, "math": math}
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in ("LayerNorm", "FeedForward", "GPT", "lr_at"):
+            exec(compile(cell.source, f"<{SOLUTION.name}>", "exec"), namespace)
+    return namespace
+
+
+class BuiltinGPT(nn.Module):
+    """The same GPT from PyTorch's own modules: nn.TransformerEncoder with a causal mask."""
+
+    def __init__(self, vocab_size, block_size, d_model, num_heads, num_layers, d_ff, dropout=0.0):
+        super().__init__()
+        self.block_size = block_size
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
+        self.drop = nn.Dropout(dropout)
+        layer = nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers, norm=nn.LayerNorm(d_model), enable_nested_tensor=False)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+    def forward(self, idx):
+        T = idx.shape[1]
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
+        mask = nn.Transformer.generate_square_subsequent_mask(T, device=idx.device)
+        return self.lm_head(self.encoder(x, mask=mask, is_causal=True))
+
+
+def attention(args, device) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = {"math": [SDPBackend.MATH], "fused": [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]}
+    rows = []
+    for L in args.lengths:
+        q, k, v = (torch.randn(args.batch, args.heads, L, 64, device=device) for _ in range(3))
+        row = {"L": L, "batch": args.batch, "heads": args.heads, "head_dim": 64}
+        for name, chosen in backends.items():
+            def call():
+                with sdpa_kernel(chosen):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            call()
+            times = []
+            for _ in range(args.repeat):
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated() if device.type == "cuda" else 0
+                start = time.perf_counter()
+                call()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - start)
+            row[f"{name}_ms"] = round(1000 * sorted(times)[len(times) // 2], 3)
+            if device.type == "cuda":
+                row[f"{name}_peak_mib"] = round((torch.cuda.max_memory_allocated() - before) / 2**20, 1)
+        row["math_scores_mib_computed"] = round(2 * args.batch * args.heads * L * L * 4 / 2**20, 1)
+        rows.append(row)
+        print(row)
+    print("saved", save("transformer_attention", rows))
+
+
+def train_one(name, model, cfg, ns, device, args, train_ids, val_ids) -> dict:
+    from utils.text import random_windows
+    from utils.training import TrainConfig, device_precision, train
+
+    def get_batch(split, generator):
+        ids = train_ids if split == "train" else val_ids
+        return random_windows(ids, cfg["batch_size"], cfg["block_size"], generator=generator, device=device)
+
+    def loss_fn(m, batch):
+        x, y = batch
+        return F.cross_entropy(m(x).flatten(0, 1).float(), y.flatten())
+
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                  lr=cfg["max_lr"], betas=(0.9, 0.99), fused=device.type == "cuda")
+    config = TrainConfig(max_steps=args.max_steps or cfg["max_steps"], eval_every=cfg["eval_every"],
+                         eval_batches=cfg["eval_batches"], grad_clip=1.0, compile=args.compile, progress=args.progress)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    lr_at = ns["lr_at"]
+    start = time.perf_counter()
+    history = train(model, optimizer, get_batch, loss_fn, config,
+                    lr_schedule=lambda s: lr_at(s, cfg["warmup_steps"], config.max_steps, cfg["max_lr"], cfg["min_lr"]))
+    wall = time.perf_counter() - start
+    reached = [t for t, loss in zip(history.eval_time, history.eval_val_loss) if loss <= TARGET_LOSS]
+    row = {
+        "model": name,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "steps": config.max_steps,
+        "precision": device_precision(device),
+        "compile": args.compile,
+        "final_val_loss": round(history.eval_val_loss[-1], 4),
+        "best_val_loss": round(history.best_val_loss, 4),
+        "train_time_s": round(history.train_time, 1),
+        "wall_time_s_with_eval": round(wall, 1),
+        "time_to_val_1.47_s": round(reached[0], 1) if reached else None,
+        "tokens_per_s": round(history.tokens_per_s),
+        "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if device.type == "cuda" else None,
+    }
+    print(row)
+    return row
+
+
+def training(args, device) -> None:
+    from utils.data import load_text
+    from utils.text import CharCodec, split_ids
+
+    cfg = CONFIGS[args.config]
+    ns = course_namespace()
+    text = load_text("tinyshakespeare")
+    codec = CharCodec.from_text(text)
+    train_ids, val_ids = split_ids(codec.encode(text), 0.1)
+    sizes = (len(codec), cfg["block_size"], cfg["d_model"], cfg["num_heads"], cfg["num_layers"], cfg["d_ff"], cfg["dropout"])
+    rows = []
+    for name in args.models:
+        torch.manual_seed(0)
+        model = (ns["GPT"](*sizes) if name == "course" else BuiltinGPT(*sizes)).to(device)
+        rows.append(train_one(name, model, cfg, ns, device, args, train_ids, val_ids))
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    if len(rows) == 2:
+        course, builtin = rows
+        ratios = {"model": "course / builtin",
+                  "train_time": round(course["train_time_s"] / builtin["train_time_s"], 3),
+                  "tokens_per_s": round(course["tokens_per_s"] / builtin["tokens_per_s"], 3)}
+        if course["time_to_val_1.47_s"] and builtin["time_to_val_1.47_s"]:
+            ratios["time_to_val_1.47"] = round(course["time_to_val_1.47_s"] / builtin["time_to_val_1.47_s"], 3)
+        if course["peak_gpu_mib"]:
+            ratios["peak_gpu_memory"] = round(course["peak_gpu_mib"] / builtin["peak_gpu_mib"], 3)
+        rows.append(ratios)
+        print(ratios)
+    print("saved", save(f"transformer_train_{args.config}", rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    a = sub.add_parser("attention", help="math against fused attention as L grows")
+    a.add_argument("--lengths", type=int, nargs="+", default=None)
+    a.add_argument("--batch", type=int, default=1)
+    a.add_argument("--heads", type=int, default=8)
+    a.add_argument("--repeat", type=int, default=5)
+    t = sub.add_parser("train", help="course GPT against the built-ins GPT")
+    t.add_argument("--config", choices=sorted(CONFIGS), default="fast")
+    t.add_argument("--models", nargs="+", choices=["course", "builtin"], default=["course", "builtin"])
+    t.add_argument("--max-steps", type=int, default=None, help="override the configuration's step count")
+    t.add_argument("--compile", action="store_true", help="torch.compile both models")
+    t.add_argument("--progress", action="store_true", help="show the progress bar")
+    args = parser.parse_args()
+    from utils.runtime import get_device, setup
+
+    setup(seed=0, verbose=False)
+    device = get_device()
+    if args.what == "attention":
+        if args.lengths is None:
+            args.lengths = [256, 512, 1024, 2048, 4096, 8192] if device.type == "cuda" else [128, 256, 512, 1024, 2048]
+        attention(args, device)
+    else:
+        training(args, device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""utils.training: the shared loop (resume, clipping, history, precision choice, plots)."""
+import math
+
+import matplotlib
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+matplotlib.use("Agg")
+
+from utils import training  # noqa: E402
+from utils.training import History, TrainConfig, choose_precision, train  # noqa: E402
+
+V, T = 11, 8
+
+
+class TinyLM(nn.Module):
+    """Embedding → dropout → linear: small, but with dropout so that resuming must restore the RNG."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, 16)
+        self.drop = nn.Dropout(0.3)
+        self.out = nn.Linear(16, V)
+
+    def forward(self, x):
+        return self.out(self.drop(self.emb(x)))
+
+
+DATA = torch.randint(0, V, (400,), generator=torch.Generator().manual_seed(0))
+
+
+def get_batch(split, generator):
+    data = DATA[:300] if split == "train" else DATA[300:]
+    starts = torch.randint(0, len(data) - T - 1, (4,), generator=generator)
+    x = torch.stack([data[s:s + T] for s in starts.tolist()])
+    y = torch.stack([data[s + 1:s + T + 1] for s in starts.tolist()])
+    return x, y
+
+
+def loss_fn(model, batch):
+    x, y = batch
+    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+
+
+def fresh(seed=0):
+    torch.manual_seed(seed)
+    model = TinyLM()
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+def config(**overrides):
+    values = dict(max_steps=20, eval_every=5, eval_batches=2, grad_clip=1.0, progress=False)
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def schedule(step):
+    return 1e-2 * (step + 1) / 20
+
+
+def test_history_records_every_step_and_every_evaluation():
+    model, opt = fresh()
+    history = train(model, opt, get_batch, loss_fn, config(), lr_schedule=schedule)
+    assert history.steps == list(range(1, 21))
+    assert len(history.train_loss) == len(history.lr) == len(history.grad_norm) == 20
+    assert history.lr == [schedule(s) for s in range(20)]
+    assert history.eval_steps == [0, 5, 10, 15, 20]
+    assert len(history.eval_val_loss) == len(history.eval_train_loss) == len(history.eval_time) == 5
+    assert history.eval_time == sorted(history.eval_time) and history.eval_time[0] == 0.0
+    assert history.tokens_per_s > 0 and history.train_time > 0
+    # at step 0 the model is untrained: its loss is close to log V
+    assert abs(history.eval_val_loss[0] - math.log(V)) < 0.5
+    assert history.eval_train_loss[-1] < history.eval_train_loss[0]
+    assert history.best_val_loss == min(history.eval_val_loss)
+    assert History.from_state_dict(history.state_dict()) == history
+
+
+def test_evaluation_uses_the_same_batches_and_restores_train_mode():
+    model, _ = fresh()
+    model.train()
+    a = training.evaluate(model, get_batch, loss_fn, 3, "cpu")
+    b = training.evaluate(model, get_batch, loss_fn, 3, "cpu")
+    assert a == b and model.training  # eval mode inside (no dropout noise), train mode after
+
+
+def test_resume_after_an_interruption_equals_uninterrupted_training(tmp_path):
+    model, opt = fresh()
+    reference = train(model, opt, get_batch, loss_fn, config(), lr_schedule=schedule)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+
+    # The same run, cut off (an exception, as when Colab disconnects) after step 13;
+    # the last checkpoint is the one written at step 10.
+    path = tmp_path / "ckpt" / "run.pt"
+    def flaky_schedule(step):  # called once per step, before the step
+        if step == 13:
+            raise KeyboardInterrupt("session cut off")
+        return schedule(step)
+
+    model, opt = fresh()
+    with pytest.raises(KeyboardInterrupt):
+        train(model, opt, get_batch, loss_fn, config(checkpoint_path=str(path)), lr_schedule=flaky_schedule)
+    assert torch.load(path, weights_only=False)["step"] == 10
+    assert [p.name for p in path.parent.iterdir()] == ["run.pt"]  # no temporary file left behind
+
+    # A new session: fresh objects, other random state; resume from the checkpoint.
+    torch.manual_seed(999)
+    model, opt = fresh(seed=5)
+    resumed = train(model, opt, get_batch, loss_fn, config(checkpoint_path=str(path)), lr_schedule=schedule)
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, expected[name]), name
+    assert resumed.steps == reference.steps
+    assert resumed.train_loss == reference.train_loss
+    assert resumed.eval_steps == reference.eval_steps
+    assert resumed.eval_val_loss == reference.eval_val_loss
+
+
+def test_a_finished_run_is_not_trained_again(tmp_path):
+    path = tmp_path / "done.pt"
+    model, opt = fresh()
+    first = train(model, opt, get_batch, loss_fn, config(checkpoint_path=str(path)))
+    model2, opt2 = fresh(seed=3)
+    second = train(model2, opt2, get_batch, loss_fn, config(checkpoint_path=str(path)))
+    assert second.steps == first.steps and second.eval_steps == first.eval_steps
+    for a, b in zip(model.parameters(), model2.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_gradient_clipping_bounds_the_update_and_records_the_unclipped_norm():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    x = torch.full((2, 3), 10.0)
+
+    def big_loss(m, batch):
+        return (m(batch[0]) ** 2).mean() * 100  # a gradient norm in the thousands
+
+    history = train(model, opt, lambda split, g: (x,), big_loss, config(max_steps=1, eval_every=0, grad_clip=0.5))
+    update = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
+    assert history.grad_norm[0] > 100
+    assert update.norm().item() == pytest.approx(0.5, rel=1e-5)  # SGD, lr 1: the step is the clipped gradient
+
+    torch.manual_seed(0)
+    unclipped = nn.Linear(3, 1)
+    opt = torch.optim.SGD(unclipped.parameters(), lr=1.0)
+    history = train(unclipped, opt, lambda split, g: (x,), big_loss, config(max_steps=1, eval_every=0, grad_clip=None))
+    update = torch.cat([(p.detach() - b).flatten() for p, b in zip(unclipped.parameters(), before)])
+    assert update.norm().item() == pytest.approx(history.grad_norm[0], rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "device_type, bf16, requested, expected",
+    [
+        ("cuda", True, "auto", "bf16"),   # A100, H100, L4
+        ("cuda", False, "auto", "fp16"),  # a Colab T4
+        ("cpu", False, "auto", "fp32"),
+        ("mps", False, "auto", "fp32"),
+        ("cuda", True, "fp32", "fp32"),
+        ("cpu", False, "bf16", "bf16"),
+    ],
+)
+def test_precision_follows_the_device(device_type, bf16, requested, expected):
+    assert choose_precision(device_type, bf16, requested) == expected
+
+
+def test_precision_rejects_fp16_off_cuda_and_unknown_names():
+    with pytest.raises(ValueError, match="CUDA"):
+        choose_precision("cpu", False, "fp16")
+    with pytest.raises(ValueError, match="precision must be"):
+        choose_precision("cuda", True, "fp8")
+
+
+def test_scaler_is_enabled_only_for_fp16_and_autocast_only_below_fp32():
+    assert not training.make_scaler("cpu", "fp32").is_enabled()
+    assert not training.make_scaler("cpu", "bf16").is_enabled()
+    with training.autocast("cpu", "bf16"):
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+    with training.autocast("cpu", "fp32"):
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+
+
+def test_bf16_autocast_trains_on_the_cpu():
+    model, opt = fresh()
+    history = train(model, opt, get_batch, loss_fn, config(precision="bf16", max_steps=5, eval_every=5))
+    assert all(math.isfinite(v) for v in history.train_loss)
+    assert next(model.parameters()).dtype == torch.float32  # weights stay fp32; only the compute is bf16
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.pt"
+    model, opt = fresh()
+    scaler = training.make_scaler("cpu", "fp32")
+    training.save_checkpoint(path, model, opt, scaler, 3, History())
+    good = path.read_bytes()
+
+    def broken_save(obj, f):
+        f.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(training.torch, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        training.save_checkpoint(path, model, opt, scaler, 4, History())
+    assert path.read_bytes() == good
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+
+
+def test_unwrap_returns_the_module_behind_a_compile_wrapper():
+    model = nn.Linear(2, 2)
+    wrapper = nn.Module()
+    wrapper._orig_mod = model
+    assert training.unwrap(wrapper) is model and training.unwrap(model) is model
+
+
+def test_plot_history_draws_curves_against_steps_and_time():
+    import matplotlib.pyplot as plt
+
+    model, opt = fresh()
+    history = train(model, opt, get_batch, loss_fn, config(max_steps=10))
+    ax = training.plot_history(history)
+    assert len(ax.lines) == 3 and ax.get_xlabel() == "optimizer step"
+    ax = training.plot_history(history, x="time")
+    assert len(ax.lines) == 2 and list(ax.lines[1].get_xdata()) == history.eval_time
+    with pytest.raises(ValueError):
+        training.plot_history(history, x="epoch")
+    plt.close("all")

@@ -1,0 +1,357 @@
+"""The training loop shared by the course's notebooks (nanoGPT-style, plain config values).
+
+    config = TrainConfig(max_steps=2000, eval_every=250, grad_clip=1.0,
+                         checkpoint_path="ckpt/gpt.pt")
+    history = train(model, optimizer, get_batch, loss_fn, config, lr_schedule=schedule)
+    plot_history(history)
+
+What the loop does for you:
+  - a tqdm progress bar showing the loss, tokens per second and the learning rate;
+  - an evaluation of the mean loss on both splits every `eval_every` steps, on the same
+    `eval_batches` batches each time (a fixed generator), so the curve is comparable;
+  - gradient clipping to a total norm of `grad_clip` (the norm *before* clipping is recorded);
+  - mixed precision chosen from the device: bf16 autocast on a GPU that supports it, fp16
+    autocast with a gradient scaler on older GPUs (a Colab T4), plain fp32 on the CPU;
+  - optional `torch.compile`;
+  - checkpoints written atomically (model, optimizer, scaler, step, every random generator,
+    history), so that a Colab session that was cut off resumes exactly where it stopped:
+    resuming gives the same weights as training without the interruption.
+
+Your code supplies two small functions:
+  get_batch(split, generator) -> batch   split is "train" or "val"; draw random numbers
+                                         only from `generator` (the loop saves its state)
+  loss_fn(model, batch) -> scalar loss   the mean loss of the batch
+Tokens per second count `batch[0].numel()` tokens per step (the inputs), or
+`config.tokens_per_batch` when that is set.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+PRECISIONS = ("bf16", "fp16", "fp32")
+
+
+# --------------------------------------------------------------------------- configuration
+@dataclass
+class TrainConfig:
+    """Plain values that define a training run (like nanoGPT's config files)."""
+
+    max_steps: int = 1000          # optimizer steps in total (a resumed run continues up to here)
+    eval_every: int = 100          # evaluate every N steps (and at step 0 and at the end); 0: never
+    eval_batches: int = 20         # batches per split and evaluation
+    grad_clip: float | None = 1.0  # clip the total gradient norm to this; None or 0: no clipping
+    precision: str = "auto"        # "auto", "bf16", "fp16" or "fp32" (see choose_precision)
+    compile: bool = False          # torch.compile the model (PyTorch 2, a GPU and a compiler)
+    checkpoint_path: str | None = None  # where checkpoints go; None: no checkpoints
+    checkpoint_every: int | None = None  # default: at every evaluation
+    resume: bool = True            # continue from checkpoint_path if it exists
+    seed: int = 0                  # seeds the generator passed to get_batch("train", ...)
+    eval_seed: int = 1234          # seeds the evaluation batches (the same ones every time)
+    tokens_per_batch: int | None = None  # override the token count used for tokens/s
+    progress: bool = True          # show the tqdm progress bar
+
+
+@dataclass
+class History:
+    """What happened during training. Per step: `steps`, `train_loss`, `lr`, `grad_norm`;
+    per evaluation: `eval_steps`, `eval_train_loss`, `eval_val_loss`, `eval_time` (seconds
+    of training wall time so far, resumed sessions added up); `tokens_per_s` of the last run."""
+
+    steps: list[int] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    grad_norm: list[float] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    eval_train_loss: list[float] = field(default_factory=list)
+    eval_val_loss: list[float] = field(default_factory=list)
+    eval_time: list[float] = field(default_factory=list)
+    train_time: float = 0.0
+    tokens_per_s: float = 0.0
+
+    def state_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> "History":
+        return cls(**state)
+
+    @property
+    def best_val_loss(self) -> float:
+        return min(self.eval_val_loss) if self.eval_val_loss else math.nan
+
+
+# --------------------------------------------------------------------------- mixed precision
+def choose_precision(device_type: str, bf16_supported: bool = False, requested: str = "auto") -> str:
+    """The number format to train in, as a pure function of the device's capability.
+
+    "auto": "bf16" on a CUDA GPU that supports bfloat16 (Ampere and newer: A100, H100, L4),
+    "fp16" on an older CUDA GPU (a Colab T4, V100), "fp32" everywhere else (CPU, Apple MPS).
+    An explicit request is honoured, except fp16 off CUDA (no gradient scaler there), which
+    raises a ValueError.
+    """
+    if requested not in ("auto",) + PRECISIONS:
+        raise ValueError(f"precision must be 'auto', 'bf16', 'fp16' or 'fp32', got {requested!r}")
+    if requested == "auto":
+        if device_type == "cuda":
+            return "bf16" if bf16_supported else "fp16"
+        return "fp32"
+    if requested == "fp16" and device_type != "cuda":
+        raise ValueError("fp16 training needs a CUDA GPU (and a gradient scaler); use bf16 or fp32")
+    return requested
+
+
+def device_precision(device: torch.device, requested: str = "auto") -> str:
+    """choose_precision for an actual device (asks CUDA whether it supports bfloat16)."""
+    device = torch.device(device)
+    bf16 = device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return choose_precision(device.type, bf16, requested)
+
+
+def autocast(device: torch.device, precision: str):
+    """A context manager that runs the forward pass in `precision` (nothing for fp32)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+def make_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
+    """A gradient scaler, enabled only for fp16 (whose small range underflows gradients)."""
+    device_type = torch.device(device).type
+    return torch.amp.GradScaler(device_type if device_type == "cuda" else "cpu", enabled=precision == "fp16")
+
+
+# --------------------------------------------------------------------------- checkpoints
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The original module behind a torch.compile wrapper (its state_dict has plain names)."""
+    return getattr(model, "_orig_mod", model)
+
+
+def rng_state(generator: torch.Generator | None = None) -> dict:
+    """Every random generator the run depends on: Python, NumPy, torch (CPU, CUDA), `generator`."""
+    import numpy as np
+
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    if generator is not None:
+        state["generator"] = generator.get_state()
+    return state
+
+
+def set_rng_state(state: dict, generator: torch.Generator | None = None) -> None:
+    import numpy as np
+
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if generator is not None and "generator" in state:
+        generator.set_state(state["generator"])
+
+
+def save_checkpoint(path, model, optimizer, scaler, step: int, history: History,
+                    generator: torch.Generator | None = None, config: TrainConfig | None = None) -> Path:
+    """Write a checkpoint atomically: to a temporary file in the same folder, then rename.
+
+    A session killed while writing leaves the previous checkpoint intact, never half a file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "model": unwrap(model).state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "step": step,
+        "rng": rng_state(generator),
+        "history": history.state_dict(),
+        "config": asdict(config) if config is not None else None,
+    }
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_checkpoint(path, model, optimizer=None, scaler=None, generator: torch.Generator | None = None,
+                    map_location=None) -> tuple[int, History]:
+    """Restore what save_checkpoint wrote; returns (step, history)."""
+    state = torch.load(path, map_location=map_location or "cpu", weights_only=False)
+    unwrap(model).load_state_dict(state["model"])
+    if optimizer is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    set_rng_state(state["rng"], generator)
+    return state["step"], History.from_state_dict(state["history"])
+
+
+# --------------------------------------------------------------------------- the loop
+def count_tokens(batch) -> int:
+    """Tokens in a batch: the number of elements of its first tensor."""
+    first = batch[0] if isinstance(batch, (tuple, list)) else batch
+    return int(first.numel())
+
+
+@torch.no_grad()
+def evaluate(model, get_batch: Callable, loss_fn: Callable, num_batches: int, device, precision: str = "fp32",
+             seed: int = 1234) -> dict[str, float]:
+    """Mean loss over `num_batches` batches of each split, the same batches every call.
+
+    The model is put in eval mode (dropout off) and back in train mode afterwards.
+    """
+    was_training = model.training
+    model.eval()
+    losses = {}
+    for split in ("train", "val"):
+        generator = torch.Generator().manual_seed(seed)
+        total = 0.0
+        for _ in range(num_batches):
+            with autocast(device, precision):
+                total += float(loss_fn(model, get_batch(split, generator)))
+        losses[split] = total / num_batches
+    model.train(was_training)
+    return losses
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="training", unit="step", dynamic_ncols=True)
+
+
+def train(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    get_batch: Callable[[str, torch.Generator], Any],
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor],
+    config: TrainConfig,
+    lr_schedule: Callable[[int], float] | None = None,
+    device=None,
+) -> History:
+    """Train `model` for `config.max_steps` optimizer steps; returns the History.
+
+    lr_schedule(step) -> learning rate for that step (None: keep the optimizer's). With
+    `config.checkpoint_path` set and a checkpoint there, training resumes from it.
+    The model should already be on `device` (default: the device of its parameters).
+    """
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    precision = device_precision(device, config.precision)
+    scaler = make_scaler(device, precision)
+    generator = torch.Generator().manual_seed(config.seed)
+    history, step = History(), 0
+    if config.checkpoint_path and config.resume and Path(config.checkpoint_path).exists():
+        step, history = load_checkpoint(config.checkpoint_path, model, optimizer, scaler, generator,
+                                        map_location=device)
+        print(f"resumed from {config.checkpoint_path} at step {step}")
+    start_step = step
+    net = torch.compile(model) if config.compile else model
+    checkpoint_every = config.checkpoint_every or config.eval_every
+    model.train()
+
+    bar = _progress(config.max_steps, step, config.progress)
+    run_tokens, run_time = 0, 0.0
+    try:
+        while True:
+            resumed_here = step == start_step and step > 0  # already evaluated and saved here
+            last = step == config.max_steps
+            if config.eval_every and not resumed_here and (step % config.eval_every == 0 or last):
+                losses = evaluate(net, get_batch, loss_fn, config.eval_batches, device, precision, config.eval_seed)
+                history.eval_steps.append(step)
+                history.eval_train_loss.append(losses["train"])
+                history.eval_val_loss.append(losses["val"])
+                history.eval_time.append(history.train_time)
+                if bar is not None:
+                    bar.write(f"step {step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+            if (config.checkpoint_path and step > start_step and checkpoint_every
+                    and (step % checkpoint_every == 0 or last)):
+                save_checkpoint(config.checkpoint_path, model, optimizer, scaler, step, history, generator, config)
+            if last:
+                break
+
+            t0 = time.perf_counter()
+            lr = lr_schedule(step) if lr_schedule is not None else optimizer.param_groups[0]["lr"]
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            batch = get_batch("train", generator)
+            with autocast(device, precision):
+                loss = loss_fn(net, batch)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)  # true gradients, so that clipping sees their real norm
+            params = [p for p in model.parameters() if p.grad is not None]
+            max_norm = config.grad_clip if config.grad_clip else math.inf
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+            scaler.step(optimizer)  # skips the step if fp16 gradients overflowed
+            scaler.update()
+            loss_value = loss.detach().item()  # waits for the GPU, so the timing below is honest
+            dt = time.perf_counter() - t0
+
+            step += 1
+            history.steps.append(step)
+            history.train_loss.append(loss_value)
+            history.lr.append(lr)
+            history.grad_norm.append(float(grad_norm))
+            history.train_time += dt
+            run_tokens += config.tokens_per_batch or count_tokens(batch)
+            run_time += dt
+            history.tokens_per_s = run_tokens / run_time if run_time > 0 else 0.0
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_value:.4f}", tok_s=f"{history.tokens_per_s:,.0f}", lr=f"{lr:.2e}")
+    finally:
+        if bar is not None:
+            bar.close()
+    return history
+
+
+# --------------------------------------------------------------------------- plots
+def plot_history(history: History, x: str = "step", ax=None, title: str | None = None, logy: bool = False):
+    """Learning curves: the per-step training loss (faint), and the evaluated train and
+    validation losses. `x` is "step" or "time" (seconds of training wall time)."""
+    import matplotlib.pyplot as plt
+
+    if x not in ("step", "time"):
+        raise ValueError(f"x must be 'step' or 'time', got {x!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    if x == "step":
+        if history.steps:
+            ax.plot(history.steps, history.train_loss, color="tab:blue", alpha=0.25, lw=1, label="train (per step)")
+        xs = history.eval_steps
+        ax.set_xlabel("optimizer step")
+    else:
+        xs = history.eval_time
+        ax.set_xlabel("training wall time (s)")
+    if xs:
+        ax.plot(xs, history.eval_train_loss, "o-", color="tab:blue", ms=3, label="train (evaluated)")
+        ax.plot(xs, history.eval_val_loss, "o-", color="tab:orange", ms=3, label="validation")
+    ax.set_ylabel("loss (nats per token)")
+    if logy:
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax
