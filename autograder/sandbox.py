@@ -2,8 +2,9 @@
 
 Each workspace's "python3" kernelspec runs ``python -m autograder.sandbox
 {connection_file}`` (interrupts travel as kernel messages). The settings come from the
-environment variable AUTOGRADER_SANDBOX (JSON, see `Limits` and `kernel_settings`), which
-`autograder.grading` sets for each nbgrader run; without it the kernel starts as usual.
+environment variable AUTOGRADER_SANDBOX (JSON, see `Settings` and `Limits`), which
+`autograder.workspace.autograde` sets for each nbgrader run; without it the kernel
+starts as usual.
 
 Layers, outermost first:
 1. Namespaces, where the machine allows them (`probe()`): the kernel runs under
@@ -274,8 +275,6 @@ def main(argv: list[str] | None = None) -> None:
     command = [sys.executable, "-m", "autograder.sandbox", "--inner", *argv]
     if prefix:
         os.environ["AUTOGRADER_IN_NAMESPACE"] = "1"
-        if "--user" in prefix:
-            os.environ["AUTOGRADER_USERNS"] = "1"
         os.execv(prefix[0], [*prefix, *command])
     os.execv(sys.executable, command)
 
