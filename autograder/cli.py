@@ -98,11 +98,10 @@ def cmd_grade(args) -> int:
     from autograder.workspace import open_workspace
 
     ws = open_workspace(args.workspace)
-    print(f"sandbox: {describe()}")
     results = grade(ws, [check_assignment(n) for n in args.assignments], args.student or None,
                     jobs=args.jobs, limits=_limits(args))
     print(score_table(results))
-    print(f"reports: {ws.path('reports')}")
+    print(f"\nsandbox: {describe()}\nreports: {ws.path('reports')}")
     return 0 if all(r.status == "graded" for r in results) else 1
 
 

@@ -308,9 +308,13 @@ def zero_grades(ws: Workspace, assignment: str, student: str) -> None:
 
 
 def _zero_grades(ws: Workspace, assignment: str, student: str) -> None:
-    from nbgrader.api import Gradebook, MissingEntry
+    import warnings
 
-    with _db_lock, Gradebook(ws.db_url) as gb:
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    with _db_lock, Gradebook(ws.db_url) as gb, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission autoflushes early
         gb.update_or_create_student(student)
         try:
             gb.find_submission(assignment, student)

@@ -155,8 +155,7 @@ class Guard:
     def restore_shell(self) -> list[str]:
         sh, found = self.shell, []
         for name, (owner, original) in self.lists.items():
-            attr = name if owner is sh else name
-            current = getattr(owner, attr)
+            current = getattr(owner, name)
             if list(current) != original:
                 current[:] = original
                 found.append(f"IPython {name}")

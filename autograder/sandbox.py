@@ -2,8 +2,9 @@
 
 Each workspace's "python3" kernelspec runs ``python -m autograder.sandbox
 {connection_file}`` (interrupts travel as kernel messages). The settings come from the
-environment variable AUTOGRADER_SANDBOX (JSON, see `Limits` and `kernel_settings`), which
-`autograder.grading` sets for each nbgrader run; without it the kernel starts as usual.
+environment variable AUTOGRADER_SANDBOX (JSON, see `Settings` and `Limits`), which
+`autograder.workspace.autograde` sets for each nbgrader run; without it the kernel
+starts as usual.
 
 Layers, outermost first:
 1. Namespaces, where the machine allows them (`probe()`): the kernel runs under
@@ -75,6 +76,7 @@ class Settings:
     base: str = ""                  # folder under which each kernel gets its private directory
     hide: list = field(default_factory=list)       # folders the kernel must not see
     notebook: str = ""              # the student's notebook, copied into the working directory
+    isolation: list = field(default_factory=list)  # the unshare prefix from probe() ([]: none)
     protected_names: list = field(default_factory=list)  # names the tests import (guard)
 
     def to_env(self) -> str:
@@ -90,7 +92,7 @@ class Settings:
 def probe() -> tuple[str, list[str]]:
     """Which isolation this machine allows: ("namespaces", unshare prefix) or ("none", [])."""
     unshare = shutil.which("unshare")
-    if not unshare or sys.platform != "linux":
+    if not unshare or sys.platform != "linux" or os.environ.get("AUTOGRADER_NO_NAMESPACES"):
         return "none", []
     prefix = [unshare]
     if os.geteuid() != 0:
@@ -269,12 +271,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = [sys.argv[0], "-f", *argv]
         return kernelapp.launch_new_instance()
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # die with nbgrader, and take the namespace down
-    kind, prefix = probe()
+    prefix = Settings.from_env(os.environ[ENV]).isolation  # probed once by the grader
     command = [sys.executable, "-m", "autograder.sandbox", "--inner", *argv]
-    if kind == "namespaces":
+    if prefix:
         os.environ["AUTOGRADER_IN_NAMESPACE"] = "1"
-        if "--user" in prefix:
-            os.environ["AUTOGRADER_USERNS"] = "1"
         os.execv(prefix[0], [*prefix, *command])
     os.execv(sys.executable, command)
 

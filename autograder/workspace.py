@@ -188,8 +188,8 @@ def autograde(
     kernel in the sandbox (`autograder.sandbox`) with `settings` (default limits).
 
     `keep`, a list, receives the guard logs (one list of events per kernel started)."""
-    from autograder.sandbox import Settings
     from autograder.integrity import read_guard_logs
+    from autograder.sandbox import Settings, probe
 
     settings = settings or Settings()
     # A cell's output that stops flowing (a flood cut by the cap, a killed child) must not
@@ -203,6 +203,7 @@ def autograde(
         os.chmod(base, 0o711)  # kernels (another user) reach their own folders, never list them
         (base / "runtime").mkdir()
         settings.base, settings.hide = str(base), settings.hide or hidden_paths(ws)
+        settings.isolation = probe()[1]
         runtime = str(base / "runtime")  # the connection file and the kernel's sockets (nbclient uses TMPDIR)
         env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime}
         args.append(f"--KernelManager.ip={runtime}/kernel")  # Unix sockets: kernel-1 ... kernel-5
