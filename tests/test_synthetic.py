@@ -97,3 +97,19 @@ def test_train_adding_is_seeded_and_learns_a_short_problem(one_thread):
     assert a["steps"] == [0, 10, 20, 30] and a["val_mse"] == b["val_mse"]
     assert a["final_mse"] == pytest.approx(sum(a["val_mse"][-3:]) / 3)
     assert a["val_mse"][-1] < a["val_mse"][0]
+
+
+def test_recurrent_tagger_gives_logits_at_every_position():
+    torch.manual_seed(0)
+    model = synthetic.RecurrentTagger("rnn", vocab_size=6, num_classes=5, hidden_size=8)
+    assert model(torch.zeros(3, 7, dtype=torch.long)).shape == (3, 7, 5)
+    with pytest.raises(ValueError):
+        synthetic.RecurrentTagger("gru", 6, 5, 8)
+
+
+def test_train_copy_memory_is_seeded_and_reports_the_baseline(one_thread):
+    a = synthetic.train_copy_memory("rnn", 2, seed=0, steps=5, hidden_size=8, num_eval=32)
+    b = synthetic.train_copy_memory("rnn", 2, seed=0, steps=5, hidden_size=8, num_eval=32)
+    assert a["final_ce"] == b["final_ce"] and a["copy_accuracy"] == b["copy_accuracy"]
+    assert a["baseline_ce"] == pytest.approx(synthetic.copy_memory_baseline(2, 4, 3))
+    assert 0.0 <= a["copy_accuracy"] <= 1.0
