@@ -93,11 +93,12 @@ def dist(tmp_path_factory):
 
 def _secret_lines():
     """Every line (stripped, at least MIN_LEAK_LINE long) of every solution region and hidden
-    test, except lines the same source notebook also shows outside those regions."""
+    test, except lines that some source notebook shows outside those regions on purpose
+    (a reference that one notebook's visible check defines may be another's hidden test)."""
+    notebooks = [course.read_notebook(course.solution_path(name)) for name in ASSIGNMENTS]
+    shown = {line.strip() for nb in notebooks for cell in nb.cells for line in REGION.sub("", cell.source).splitlines()}
     lines = set()
-    for name in ASSIGNMENTS:
-        nb = course.read_notebook(course.solution_path(name))
-        shown = {line.strip() for cell in nb.cells for line in REGION.sub("", cell.source).splitlines()}
+    for nb in notebooks:
         for cell in nb.cells:
             for _, body in REGION.findall(cell.source):
                 lines |= {l.strip() for l in body.splitlines() if len(l.strip()) >= MIN_LEAK_LINE} - shown
