@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import SOLUTIONS_DIR, CourseError, assignments, check_assignment, read_notebook
+from autograder.course import SOLUTIONS_DIR, CourseError, assignments, check_assignment, read_notebook, release_path
 from autograder.scores import NotebookScore, read_scores
 from autograder.workspace import NotebookTimeout, Workspace, add_sources, autograde, ensure_scripts_on_path
 
@@ -163,8 +163,11 @@ def prepare(ws: Workspace, student: str, assignment: str):
     if mine < 0.5:
         others = {}
         for other in assignments():
-            if other != assignment and ws.path("release", other, f"{other}.ipynb").is_file():
-                others[other] = affinity(handin, release_notebook(ws, other), None)
+            path = ws.path("release", other, f"{other}.ipynb")
+            if not path.is_file():  # an assignment this batch does not grade: the course's release
+                path = release_path(other)
+            if other != assignment and path.is_file():
+                others[other] = affinity(handin, read_notebook(path), None)
         best = max(others, key=others.get, default=None)
         if best and others[best] > mine:
             message = f"this is a notebook of {best} ({others[best]:.0%} of its locked cells), not of {assignment}"

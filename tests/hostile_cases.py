@@ -49,7 +49,8 @@ def dump(nb) -> bytes:
 
 
 def with_cell(nb, source: str, after_setup: bool = True):
-    """`nb` with an extra code cell right after the setup cell (or at the end)."""
+    """`nb` with an extra code cell at index 1 (between the Colab badge and the setup cell,
+    so it runs before anything is imported: the hardest place for the guard) or at the end."""
     nb = copy.deepcopy(nb)
     index = 1 if after_setup else len(nb.cells)
     nb.cells.insert(index, new_code_cell(source))
