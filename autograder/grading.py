@@ -340,7 +340,9 @@ def score_table(results: list[GradeResult]) -> str:
             continue
         failed = [c.name for c in r.score.auto_cells if (c.score or 0) < c.max_score]
         detail = ", ".join(failed) if failed else "none"
-        if r.status != "graded" and r.message:
+        if not STATUSES.get(r.status, ("", True))[1]:  # scored 0 as a whole: say why, not which cells
+            detail = r.message
+        elif r.status != "graded" and r.message:
             detail += f" | {r.message}"
         rows.append((r.assignment, r.student, r.status, f"{r.score.auto_score:g}/{r.score.auto_max:g}", detail))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
