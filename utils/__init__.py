@@ -27,20 +27,20 @@ from utils.synthetic import adding_problem, copy_memory
 from utils.training import History, TrainConfig, plot_history, train
 
 __all__ = [
-    "check_submission",
-    "attention_explorer",
-    "DatasetUnavailable",
     "adding_problem",
+    "attention_explorer",
+    "check_submission",
     "copy_memory",
-    "History",
-    "TrainConfig",
     "dataset_path",
+    "DatasetUnavailable",
     "fast_mode",
     "get_device",
+    "History",
     "in_colab",
     "load_text",
     "plot_history",
     "seed_everything",
     "setup",
     "train",
+    "TrainConfig",
 ]
