@@ -158,11 +158,30 @@ def _isolate_filesystem(base: str, hide: list[str]) -> list[str]:
         if os.path.isdir(path) and not base.startswith(path.rstrip(os.sep) + os.sep):
             _mount_tmpfs(path, readonly=True)
             hidden.append(path)
+    # What the kernel needs that may itself live in that folder (a clone and its virtual
+    # environment under /tmp, the dataset mirror): cloned read-only, with the hidden mounts.
+    needed = [(path, _check(libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path), OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC), "open_tree"))
+              for path in _needed_under(tmp)]
     _mount_tmpfs(tmp, readonly=False)
     os.makedirs(base)
     _check(libc.syscall(SYS_MOVE_MOUNT, keep, b"", AT_FDCWD, os.fsencode(base), MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
     os.close(keep)
+    for path, tree in needed:
+        os.makedirs(path, exist_ok=True)
+        _check(libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, os.fsencode(path), MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
+        os.close(tree)
+        _check(libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, os.fsencode(path), AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)), "mount_setattr")
     return hidden
+
+
+def _needed_under(tmp: str) -> list[str]:
+    """The course's folder, the interpreter's environment and the dataset mirror, where they
+    lie inside `tmp` (outermost paths only)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    candidates = [repo, sys.prefix, os.environ.get("COURSE_DATA_DIR", "")]
+    inside = sorted({os.path.realpath(c) for c in candidates if c and os.path.isdir(c)})
+    inside = [p for p in inside if p.startswith(tmp.rstrip(os.sep) + os.sep)]
+    return [p for p in inside if not any(p.startswith(q + os.sep) for q in inside if q != p)]
 
 
 def _lock_mounts() -> None:
@@ -238,6 +257,8 @@ def inner(argv: list[str]) -> None:
     settings = Settings.from_env(os.environ.get(ENV, "{}"))
     connection_file, extra = argv[0], argv[1:]
     home = _prepare_home(settings, Path(connection_file).resolve().parent)
+    if os.environ.get("COURSE_DATA_DIR"):  # a link to the mirror may lie in the folder made private
+        os.environ["COURSE_DATA_DIR"] = os.path.realpath(os.environ["COURSE_DATA_DIR"])
     hidden = []
     if os.environ.get("AUTOGRADER_IN_NAMESPACE") and settings.base:
         hidden = _isolate_filesystem(settings.base, settings.hide)  # no file may be open for writing
