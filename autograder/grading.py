@@ -31,6 +31,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder import ledger
 from autograder.course import SOLUTIONS_DIR, CourseError, assignments, check_assignment, read_notebook, release_path
 from autograder.scores import NotebookScore, read_scores
 from autograder.workspace import NotebookTimeout, Workspace, add_sources, autograde, ensure_scripts_on_path
@@ -190,8 +191,9 @@ def grade_one(ws: Workspace, student: str, assignment: str, limits=None) -> Grad
         return _finish(ws, early, read_scores(ws, assignment, [student]))
     source = source_notebook(ws, assignment)
     flags = scan(notebook, release_notebook(ws, assignment), protected_names(source))
+    tests = ledger.test_cells(source)
     settings = Settings(limits=limits, notebook=str(ws.submission_path(student, assignment)),
-                        protected_names=protected_names(source))
+                        protected_names=protected_names(source), test_cells=sorted(tests))
     logs: list[list[dict]] = []
     status, message = "graded", ""
     try:
@@ -224,6 +226,7 @@ def grade_one(ws: Workspace, student: str, assignment: str, limits=None) -> Grad
         zero_grades(ws, assignment, student)  # nothing that ran after it can be trusted
         result.message = "points withheld: a cell disabled the integrity guard; review by hand"
     result.notes = events + notes
+    result.flags += _judge_verdicts(ws, student, assignment, logs, tests, limits)
     statuses = [s for s, text in (("timeout", "timeout"), ("memory-limit", "memory"), ("output-limit", "output"),
                                   ("sandbox", "network"), ("sandbox", "process"), ("sandbox", "hidden-path"))
                 if any(n.startswith(text) for n in result.notes)]
@@ -234,6 +237,62 @@ def grade_one(ws: Workspace, student: str, assignment: str, limits=None) -> Grad
     if not scores:
         result.status, result.message = "failed", "nbgrader recorded no score"
     return _finish(ws, result, scores)
+
+
+def _judge_verdicts(ws: Workspace, student: str, assignment: str, logs, tests: dict, limits) -> list[str]:
+    """Withhold the points of every test cell whose checks did not run as on the solution
+    (autograder/ledger.py); one flag per cell withheld."""
+    try:
+        expected = ledger.calibration(ws, assignment, lambda root, path: _calibration_run(root, assignment, path, limits))
+    except CourseError as exc:
+        return [f"the test cells could not be verified: {exc}"]
+    reasons = ledger.judge([e for events in logs for e in events], tests, expected)
+    if not reasons:
+        return []
+    return [f"{name}: points withheld, {why}" for name, why in _withhold(ws, assignment, student, reasons)]
+
+
+def _calibration_run(root: Path, assignment: str, source: Path, limits) -> list[dict]:
+    """Grade the solution in a scratch workspace at `root`; the guard's events."""
+    from autograder.integrity import protected_names
+    from autograder.sandbox import Settings
+    from autograder.workspace import add_submission, open_workspace
+
+    scratch = open_workspace(root)
+    add_sources(scratch, [assignment])
+    add_submission(scratch, "solution", assignment, source)
+    nb = source_notebook(scratch, assignment)
+    settings = Settings(limits=limits, notebook=str(scratch.submission_path("solution", assignment)),
+                        protected_names=protected_names(nb), test_cells=sorted(ledger.test_cells(nb)))
+    logs: list[list[dict]] = []
+    autograde(scratch, assignment, "solution", settings=settings, keep=logs)
+    return [e for events in logs for e in events]
+
+
+def _withhold(ws: Workspace, assignment: str, student: str, reasons: dict[str, str]) -> list[tuple[str, str]]:
+    """Set to 0 the test cells of `reasons` that nbgrader scored above 0; (cell, why) of each."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import OperationalError, SAWarning
+
+    for attempt in range(5):
+        try:
+            withheld = []
+            with _db_lock, Gradebook(ws.db_url) as gb, warnings.catch_warnings():
+                warnings.simplefilter("ignore", SAWarning)
+                for nb in gb.find_assignment(assignment).notebooks:
+                    for g in gb.find_submission_notebook(nb.name, assignment, student).grades:
+                        if g.name in reasons and (g.auto_score or 0) > 0:
+                            g.auto_score = 0
+                            withheld.append((g.name, reasons[g.name]))
+                gb.db.commit()
+            return withheld
+        except OperationalError:  # the gradebook is locked by an nbgrader run beside us
+            if attempt == 4:
+                raise
+            time.sleep(1 + attempt)
+    return []
 
 
 def _reason(log: str) -> str:

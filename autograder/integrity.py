@@ -9,21 +9,35 @@ import json
 from pathlib import Path
 
 
-def read_guard_logs(base: Path) -> list[list[dict]]:
-    """The guard's events of each kernel started under a sandbox folder."""
+def read_guard_logs(base: Path, key: bytes) -> list[list[dict]]:
+    """The guard's events of each kernel started under a sandbox folder. A line whose MAC
+    does not match `key` (the notebook wrote it) becomes a "garbled" event."""
     logs = []
     for path in sorted(Path(base).glob("kernel-*/guard.jsonl")):
         events = []
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:100000]:
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                events.append({"event": "garbled", "detail": line[:200]})
-                continue
-            if isinstance(event, dict):
-                events.append(event)
+            event = verified_line(line, key)
+            events.append(event if event is not None else {"event": "garbled", "detail": line[:200]})
         logs.append(events)
     return logs
+
+
+def verified_line(line: str, key: bytes) -> dict | None:
+    """The event of one log line written by the guard with `key`, or None."""
+    import hashlib
+    import hmac
+
+    body, sep, tail = line.rpartition(', "mac": "')
+    if not sep or not tail.endswith('"}'):
+        return None
+    mac = hashlib.blake2b(body.encode("utf-8"), key=key, digest_size=16).hexdigest()
+    if not hmac.compare_digest(mac, tail[:-2]):
+        return None
+    try:
+        event = json.loads(body + "}")
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) else None
 
 
 # What in a student's own cells suggests tampering, and why it matters.

@@ -78,6 +78,8 @@ class Settings:
     notebook: str = ""              # the student's notebook, copied into the working directory
     isolation: list = field(default_factory=list)  # the unshare prefix from probe() ([]: none)
     protected_names: list = field(default_factory=list)  # names the tests import (guard)
+    test_cells: list = field(default_factory=list)  # sha1[:16] of each test cell's source (the ledger)
+    key_file: str = ""              # the log's MAC key, in the hidden workspace (read before isolation)
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -255,7 +257,9 @@ def inner(argv: list[str]) -> None:
     from autograder import guard  # before the autograder's folder is hidden
 
     settings = Settings.from_env(os.environ.get(ENV, "{}"))
+    key = guard.read_key(settings.key_file)  # before the workspace that holds it is hidden
     connection_file, extra = argv[0], argv[1:]
+    origin = os.getcwd()  # the folder of the notebook nbgrader runs (its student's)
     home = _prepare_home(settings, Path(connection_file).resolve().parent)
     if os.environ.get("COURSE_DATA_DIR"):  # a link to the mirror may lie in the folder made private
         os.environ["COURSE_DATA_DIR"] = os.path.realpath(os.environ["COURSE_DATA_DIR"])
@@ -275,7 +279,7 @@ def inner(argv: list[str]) -> None:
     os.dup2(output, 1)  # what reaches the real stdout/stderr stays here, capped by RLIMIT_FSIZE
     os.dup2(output, 2)
     sys.path[:] = [p for p in sys.path if p and not any(p == h or p.startswith(h + os.sep) for h in hidden)]
-    guard.launch(connection_file, extra, log, settings, hidden)
+    guard.launch(connection_file, extra, log, settings, hidden, key, origin)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -199,10 +199,14 @@ def autograde(
     if student:
         args.append(f"--student={student}")
     base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
+    key = os.urandom(32)  # the guard signs its log with it: lines the notebook writes are seen
+    key_file = Path(tempfile.mkstemp(prefix=".guard-", suffix=".key", dir=ws.root)[1])
     try:
+        key_file.write_bytes(key)
         os.chmod(base, 0o711)  # kernels (another user) reach their own folders, never list them
         (base / "runtime").mkdir()
         settings.base, settings.hide = str(base), settings.hide or hidden_paths(ws)
+        settings.key_file = str(key_file)
         settings.isolation = probe()[1]
         runtime = str(base / "runtime")  # the connection file and the kernel's sockets (nbclient uses TMPDIR)
         env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime}
@@ -212,7 +216,8 @@ def autograde(
             run_nbgrader(ws, *args, timeout=timeout, env=env)
         finally:
             if keep is not None:
-                keep.extend(read_guard_logs(base))
+                keep.extend(read_guard_logs(base, key))
     finally:
+        key_file.unlink(missing_ok=True)
         if not os.environ.get("AUTOGRADER_KEEP_SANDBOX"):  # for debugging the sandbox
             shutil.rmtree(base, ignore_errors=True)
