@@ -24,7 +24,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course import CourseError, assignments, release_path
+from autograder.course import CourseError, assignments, decode_notebook, release_path
 
 CANVAS = re.compile(r"^(?P<name>[^_/\s]+?)(?:_LATE)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
 MOODLE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.*)$")
@@ -94,8 +94,8 @@ def assignment_from_content(data: bytes, known: list[str]) -> str | None:
     from autograder.repair import affinity
 
     try:
-        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-    except Exception:
+        nb, _ = decode_notebook(data)  # the encodings and versions grading accepts
+    except CourseError:
         return None
     scores = {}
     for name in known:

@@ -1,12 +1,13 @@
 """Where the course's files are, and safe loading of notebooks and assignment names."""
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from pathlib import Path
 
 import nbformat
-from nbformat.reader import NotJSONError
+from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
@@ -45,19 +46,131 @@ def release_path(name: str) -> Path:
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """Read a notebook, turning a missing, non-JSON or invalid file into a CourseError."""
+    """Read a notebook, turning a missing or unreadable file into a CourseError."""
+    return load_notebook(path)[0]
+
+
+def load_notebook(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
+    """A notebook file as `decode_notebook` reads it: (notebook, conversion notes)."""
     path = Path(path)
     if not path.is_file():
         raise CourseError(f"{path}: no such notebook file")
     try:
-        nb = nbformat.read(path, as_version=4)
-    except (NotJSONError, json.JSONDecodeError, UnicodeDecodeError):
-        raise CourseError(f"{path}: not a notebook (the file is not valid JSON); ask for the .ipynb again") from None
+        return decode_notebook(path.read_bytes())
+    except CourseError as exc:
+        raise CourseError(f"{path}: {exc}") from None
+
+
+# A byte-order mark: (mark, codec, what to call the file). UTF-32 LE before UTF-16 LE (same start).
+_BOMS = [
+    (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32 (little-endian, with a byte-order mark)"),
+    (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32 (big-endian, with a byte-order mark)"),
+    (codecs.BOM_UTF8, "utf-8", "UTF-8 with a byte-order mark (as Windows Notepad saves it)"),
+    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16 (little-endian, as Windows Notepad saves \"Unicode\")"),
+    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16 (big-endian, as Windows Notepad saves \"Unicode big endian\")"),
+]
+_ENDIAN = {"le": "little-endian", "be": "big-endian"}
+_WIDTH = {"utf-32-le": 4, "utf-32-be": 4, "utf-16-le": 2, "utf-16-be": 2}
+# What a file that is not a notebook starts with.
+_MAGIC = [
+    (b"%PDF", "it starts with %PDF: a PDF document"),
+    (b"PK\x03\x04", "it starts with PK: a zip archive, perhaps a zipped notebook or a Word file"),
+    (b"\x89PNG", "it is a PNG image"),
+    (b"\xff\xd8\xff", "it is a JPEG image"),
+    (b"{\\rtf", "it is an RTF document"),
+    (b"\xd0\xcf\x11\xe0", "it is an old Microsoft Office document"),
+]
+ASK_AGAIN = "ask the student to hand in the .ipynb file itself, from File \u2192 Download \u2192 .ipynb"
+
+
+def _not_a_notebook(what: str) -> CourseError:
+    return CourseError(f"the file is not a Jupyter notebook ({what}): {ASK_AGAIN}")
+
+
+def _sniff(head: bytes) -> str:
+    """The codec of JSON text without a byte-order mark, from where its first NUL bytes are (RFC 4627)."""
+    zeros = tuple(b == 0 for b in head[:4])
+    return {(True, True, True, False): "utf-32-be", (False, True, True, True): "utf-32-le",
+            (True, False, True, False): "utf-16-be", (False, True, False, True): "utf-16-le"}.get(zeros, "utf-8")
+
+
+def _text(data: bytes) -> tuple[str, list[str]]:
+    """The text of a notebook file saved in any Unicode encoding, and what was converted."""
+    notes = []
+    for bom, codec, name in _BOMS:
+        if data.startswith(bom):
+            data = data[len(bom):]
+            break
+    else:
+        codec = _sniff(data)
+        name = f"{codec[:6].upper()} ({_ENDIAN[codec[-2:]]}, without a byte-order mark)" if codec != "utf-8" else None
+        for magic, what in _MAGIC:
+            if data.startswith(magic):
+                raise _not_a_notebook(what)
+    body = data.rstrip(b"\x00")
+    width = _WIDTH.get(codec, 1)
+    body += b"\x00" * (-len(body) % width)  # the last character's own NUL bytes
+    if not body.strip(b"\x00 \t\r\n"):
+        raise _not_a_notebook("it is empty" if not data else "it holds only NUL bytes: it was not saved completely"
+                              if not data.strip(b"\x00") else "it holds only spaces and line ends")
+    if len(data) > len(body):
+        notes.append(f"converted: removed {len(data) - len(body)} NUL bytes of padding at the end of the file")
+    try:
+        text = body.decode(codec)
+    except UnicodeDecodeError:
+        if codec != "utf-8" or name:
+            raise _not_a_notebook(f"it is not text in {codec.upper()}") from None
+        try:
+            text = body.decode("cp1252")
+        except UnicodeDecodeError:
+            raise _not_a_notebook("it is not text in UTF-8 or another encoding notebooks use") from None
+        name = "not UTF-8 but Windows-1252 (ANSI); check the non-ASCII characters of its answers"
+    if name:
+        notes.insert(0, f"converted: the file was {name}; converted to UTF-8")
+    if "\r\n" in text:  # JSON strings hold line ends escaped: only the file's own line ends change
+        text = text.replace("\r\n", "\n")
+        notes.append("converted: Windows line ends (CRLF) → LF")
+    return text, notes
+
+
+def decode_notebook(data: bytes) -> tuple[nbformat.NotebookNode, list[str]]:
+    """A notebook from the bytes of a file, whatever way it was saved: UTF-8 with or without
+    a byte-order mark, UTF-16 or UTF-32, Windows line ends, NUL padding at the end, any
+    nbformat version (upgraded to 4.5: nbformat 3's worksheets become cells, missing cell
+    ids are added). Returns the notebook and one note per conversion (nothing is noted for
+    a file saved the usual way). Only what is not a notebook raises a CourseError that
+    says what to ask the student for. Cell sources and outputs are never changed."""
+    text, notes = _text(data)
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        start = text.lstrip()[:15]
+        what = "it is a web page (HTML), perhaps the notebook's page saved from the browser" if start.lower().startswith(("<!doctype", "<html")) else \
+            f"it is not valid JSON: {exc.msg} at line {exc.lineno}; it may be cut short"
+        raise _not_a_notebook(what) from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells", raw.get("worksheets")), list) \
+            or not isinstance(raw.get("nbformat"), int):
+        raise _not_a_notebook("it is JSON, but has no nbformat version and list of cells")
+    try:
+        nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises several kinds for a damaged structure
-        raise CourseError(f"{path}: not a readable notebook ({type(exc).__name__}: {exc})") from None
+        raise CourseError(f"the notebook is damaged ({type(exc).__name__}: {exc}): {ASK_AGAIN}") from None
     if not isinstance(nb.get("cells"), list):
-        raise CourseError(f"{path}: not a notebook (it has no list of cells)")
-    return nb
+        raise _not_a_notebook("it has no list of cells")
+    minor = raw.get("nbformat_minor", 0)
+    old = (raw["nbformat"], minor if isinstance(minor, int) else 0)
+    new = (nbformat.v4.nbformat, nbformat.v4.nbformat_minor)
+    missing = [cell for cell in nb.cells if not isinstance(cell.get("id"), str) or not cell.get("id")]
+    if old < new:
+        used = {cell.get("id") for cell in nb.cells}
+        for cell in missing:
+            while cell.get("id") in used or not cell.get("id"):
+                cell["id"] = random_cell_id()
+            used.add(cell["id"])
+        nb.nbformat, nb.nbformat_minor = new
+        ids = f" (added {len(missing)} cell ids)" if missing else ""
+        notes.append(f"converted: nbformat {old[0]}.{old[1]} → {new[0]}.{new[1]}{ids}")
+    return nb, notes
 
 
 def grade_id(cell) -> str | None:

@@ -32,7 +32,9 @@ from pathlib import Path
 import nbformat
 
 from autograder import ledger
-from autograder.course import SOLUTIONS_DIR, CourseError, assignments, check_assignment, read_notebook, release_path
+from autograder.course import (
+    SOLUTIONS_DIR, CourseError, assignments, check_assignment, load_notebook, read_notebook, release_path,
+)
 from autograder.scores import NotebookScore, read_scores
 from autograder.workspace import NotebookTimeout, Workspace, add_sources, autograde, ensure_scripts_on_path
 
@@ -156,7 +158,7 @@ def prepare(ws: Workspace, student: str, assignment: str):
 
     orig = _originals(ws, student, assignment)
     try:
-        handin = read_notebook(orig)
+        handin, converted = load_notebook(orig)  # a file saved oddly is converted, and the conversion noted
     except CourseError as exc:
         return None, GradeResult(student, assignment, "unreadable", message=str(exc).replace(str(orig), "the hand-in")), []
     release, source = release_notebook(ws, assignment), source_notebook(ws, assignment)
@@ -174,6 +176,7 @@ def prepare(ws: Workspace, student: str, assignment: str):
             message = f"this is a notebook of {best} ({others[best]:.0%} of its locked cells), not of {assignment}"
             return None, GradeResult(student, assignment, "wrong-assignment", message=message), []
     fixed = repair(handin, release, source)
+    fixed.changes[:0] = converted
     sub = ws.submission_path(student, assignment)
     nbformat.write(fixed.notebook, sub)
     orig.with_name(".repaired.sha1").write_text(hashlib.sha1(sub.read_bytes()).hexdigest())

@@ -48,6 +48,12 @@ def dump(nb) -> bytes:
     return nbformat.writes(nb).encode("utf-8")
 
 
+def notepad(nb) -> bytes:
+    """`nb` as Windows Notepad saves it ("Unicode": UTF-16 with a byte-order mark, CRLF line
+    ends), with the NUL bytes a sync tool can leave at the end."""
+    return nbformat.writes(nb).replace("\n", "\r\n").encode("utf-16") + b"\x00" * 3
+
+
 def with_cell(nb, source: str, after_setup: bool = True):
     """`nb` with an extra code cell at index 1 (between the Colab badge and the setup cell,
     so it runs before anything is imported: the hardest place for the guard) or at the end."""
@@ -222,6 +228,9 @@ def cases(workspace_root: str) -> list[Case]:
         Case("empty", canvas("empty"), b"", "unreadable", "zero", "an empty file"),
         Case("nbformat3", canvas("nbformat3"), nbformat.writes(nbformat.convert(copy.deepcopy(sol), 3)).encode(), "graded", "full",
              "nbformat 3"),
+        Case("pdf", canvas("pdf"), b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "unreadable", "zero", "a PDF renamed .ipynb"),
+        Case("notepad", canvas("notepad"), notepad(strip_metadata(sol)), "graded", "full",
+             "saved by Windows Notepad (UTF-16, CRLF), NUL-padded by a sync tool, nbformat 4.4 without cell ids"),
         Case("stripped", canvas("stripped"), dump(strip_metadata(sol)), "graded", "full", "all metadata stripped"),
         Case("colab", canvas("colab", 2), dump(colab_round_trip(sol)), "graded", "full", "a Colab round trip"),
         Case("bigimage", canvas("bigimage"), dump(huge_image(sol)), "graded", "full", "a 16 MB image output"),
