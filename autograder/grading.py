@@ -113,6 +113,9 @@ def grade(
     ensure_scripts_on_path()
     pairs = [(s, n) for n in names for s in submitted(ws, n) if not students or s in students]
     if pairs:
+        from autograder import nbgrader_runner
+
+        nbgrader_runner.warm_up(min(max(1, jobs), len(pairs)))  # they import nbgrader meanwhile
         with _db_lock:  # create the gradebook's students up front: runs side by side only update
             _register_students(ws, sorted({s for s, _ in pairs}))
     with ThreadPoolExecutor(max(1, jobs)) as pool:
