@@ -186,6 +186,14 @@ def _serve() -> None:
     import nbgrader.converters  # noqa: F401
     import nbclient.client  # noqa: F401
 
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the grader died: stop, and the kernel launchers die with us
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(1)
+
+    threading.Thread(target=orphaned, daemon=True).start()
     replies.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in requests:
         request = json.loads(line)
