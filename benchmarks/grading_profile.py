@@ -17,7 +17,9 @@ one), with:
   (nbclient), and the saving of the grades;
 * with --cprofile, a cProfile of the coordinator (top functions by cumulative time).
 
-Writes benchmarks/results/grading_profile.json (with the machine and the load average).
+Runs nbgrader as one process per hand-in (AUTOGRADER_NBGRADER_RUNNER=0, as before the
+runners), so its start-up shows. Writes benchmarks/results/grading_profile.json (with the
+machine and the load average).
 """
 from __future__ import annotations
 
@@ -170,6 +172,9 @@ def main() -> int:
     for name in names:
         add_submission(ws, "alice", name, solution_path(name))
 
+    # nbgrader in a process of its own per hand-in (no runner), so that its start-up is seen
+    # and the wrapper below can time its phases.
+    os.environ["AUTOGRADER_NBGRADER_RUNNER"] = "0"
     hook = Path(tempfile.mkdtemp(prefix="course-profile-hook-"))
     (hook / "nbgrader_timed.py").write_text(WRAPPER)
     log = hook / "events.jsonl"
