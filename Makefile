@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -qq --upgrade pip
-	$(BIN)/python -m pip install -qq "$(TORCH)" -e ".[instructor]"
+	$(BIN)/python -m pip install -qq "$(TORCH)" -e ".[instructor,cluster]"
 	touch $@
 
 install: $(BIN)/.installed

@@ -99,9 +99,10 @@ def cmd_grade(args) -> int:
 
     ws = open_workspace(args.workspace)
     results = grade(ws, [check_assignment(n) for n in args.assignments], args.student or None,
-                    jobs=args.jobs, limits=_limits(args))
+                    jobs=args.jobs, limits=_limits(args), cluster=args.cluster)
     print(score_table(results))
-    print(f"\nsandbox: {describe()}\nreports: {ws.path('reports')}")
+    where = f"on the Dask cluster {args.cluster}, the workers' own sandbox" if args.cluster else describe()
+    print(f"\nsandbox: {where}\nreports: {ws.path('reports')}")
     return 0 if all(r.status == "graded" for r in results) else 1
 
 
@@ -205,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--student", action="append", help="grade only this student (repeatable)")
     p.add_argument("--workspace", help=workspace_help)
     p.add_argument("--jobs", type=int, default=1, help="notebooks graded side by side (default 1)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="grade on Dask workers: a scheduler address (tcp://host:8786) or local:N "
+                        "(a local cluster of N workers); needs pip install .[cluster]")
     p.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default 120)")
     p.add_argument("--notebook-timeout", type=int, help="seconds a notebook may run (default 900)")
     p.add_argument("--memory-mb", type=int, help="memory of a grading kernel in MiB (default 6144)")

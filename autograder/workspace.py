@@ -103,6 +103,11 @@ def nbgrader_env(ws: Workspace) -> dict[str, str]:
     return env
 
 
+# nbgrader commands run in a long-lived runner (autograder.nbgrader_runner): the one run per
+# hand-in. The others (a release build, a few per batch) keep a process of their own.
+RUNNER_COMMANDS = ("autograde",)
+
+
 class NotebookTimeout(CourseError):
     """The nbgrader run went past its time limit and was killed with its kernel."""
 
@@ -115,6 +120,16 @@ def run_nbgrader(
     Past `timeout` seconds the run is killed; its kernel dies with it (the sandbox's
     launcher has PR_SET_PDEATHSIG) and NotebookTimeout is raised."""
     command = [sys.executable, "-m", "nbgrader", *args, "--CourseDirectory.root=" + str(ws.root)]
+    from autograder import nbgrader_runner
+
+    if args and args[0] in RUNNER_COMMANDS and nbgrader_runner.enabled():
+        try:  # the same command in a process that has imported nbgrader already
+            code, output = nbgrader_runner.run(command[3:], {**nbgrader_env(ws), **(env or {})}, str(cwd or ws.root), timeout)
+        except TimeoutError:
+            raise NotebookTimeout(f"nbgrader {' '.join(args)} ran past {timeout:g} s and was stopped") from None
+        except nbgrader_runner.RunnerDied as exc:
+            code, output = -9, f"{exc}\nthe nbgrader process died"
+        return _check_nbgrader(args, subprocess.CompletedProcess(command, code, output, ""))
     with subprocess.Popen(
         command, cwd=cwd or ws.root, env={**nbgrader_env(ws), **(env or {})}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
@@ -125,7 +140,10 @@ def run_nbgrader(
             os.killpg(popen.pid, signal.SIGKILL)
             popen.communicate()
             raise NotebookTimeout(f"nbgrader {' '.join(args)} ran past {timeout:g} s and was stopped") from None
-    proc = subprocess.CompletedProcess(command, popen.returncode, output, "")
+    return _check_nbgrader(args, subprocess.CompletedProcess(command, popen.returncode, output, ""))
+
+
+def _check_nbgrader(args, proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     if proc.returncode != 0:
         log = (proc.stdout + proc.stderr).strip().splitlines()
         raise CourseError(f"nbgrader {' '.join(args)} failed:\n" + "\n".join(log[-40:]))

@@ -10,7 +10,9 @@ CONDA_ONLY = {"python", "pip"}
 
 
 def _split(requirement: str) -> tuple[str, str]:
-    name, spec = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", requirement).groups()
+    """(name, version spec); pip's extras ("dask[distributed]") are dropped: conda has no
+    extras, and its package of that name brings them (conda's dask includes distributed)."""
+    name, spec = re.match(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*)$", requirement).groups()
     return name.lower().replace("_", "-"), spec.replace(" ", "")
 
 

@@ -1,0 +1,304 @@
+"""`grade --cluster ADDRESS`: the per-hand-in grading on Dask workers.
+
+The coordinator (the machine that holds the workspace) does what needs the workspace:
+it keeps each original, sends every task the bytes it needs, and writes everything back.
+A worker needs the course installed (the same `autograder` and `utils`) and nothing else:
+no shared file system, no gradebook.
+
+    coordinator                                   worker (any machine)
+    -----------                                   --------------------
+    per assignment, once: its source and release  a fresh temporary workspace per hand-in:
+    folders and an empty gradebook that knows     the template unpacked, the hand-in placed,
+    the assignment (the template, ~80 KiB)        then autograder.grading.grade_one, the very
+    per hand-in: the original's bytes       --->  function `grade --jobs N` runs (repair,
+                                                  scan, nbgrader, the same sandbox, report)
+    writes submitted/ (repaired), autograded/, <--- the repaired and graded notebooks, the
+    reports/, and the gradebook rows                report and the gradebook rows
+
+ADDRESS is a Dask scheduler address (tcp://host:8786) or `local:N`, a LocalCluster of N
+worker processes on this machine (one hand-in at a time each). A worker that dies while
+grading a hand-in (killed, out of memory, its machine lost) costs nothing but time: Dask
+reschedules the task on another worker; a hand-in whose tasks killed workers too often
+(`distributed.scheduler.allowed-failures`, 1 for `local:N`: two deaths) gets the status
+`crashed` and the rest of the batch goes on. The coordinator keeps no more hand-ins in
+flight than the workers have threads, so a worker holds only the hand-in it is grading.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import sqlite3
+import tarfile
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from autograder.course import CourseError
+from autograder.workspace import Workspace
+
+INSTALL_HINT = "grading on a cluster needs Dask: pip install .[cluster]  (or: pip install 'dask[distributed]>=2024.1')"
+RETRIES = 1  # a task that raised (an error of the worker, not of the hand-in) runs once more
+
+
+def _dask():
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise CourseError(INSTALL_HINT) from None
+    return distributed
+
+
+def client_for(address: str):
+    """A dask.distributed Client for `address` (`local:N` starts a LocalCluster)."""
+    distributed = _dask()
+    import dask
+
+    if address.startswith("local:"):
+        try:
+            workers = int(address.split(":", 1)[1])
+        except ValueError:
+            raise CourseError(f"--cluster {address}: expected local:N with N a number of workers") from None
+        # Two deaths of a worker while it grades one hand-in: that hand-in is `crashed`. A worker
+        # holds one hand-in at a time (saturation 1), so its death counts against that one only.
+        with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
+            cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                                               dashboard_address=None, silence_logs=50)
+        return distributed.Client(cluster)
+    try:
+        return distributed.Client(address, timeout=30)
+    except OSError as exc:
+        raise CourseError(f"--cluster {address}: cannot reach the Dask scheduler ({exc})") from None
+
+
+# ----------------------------------------------------------------------------- bytes in, bytes out
+
+
+def _pack(root: Path, parts: list[str]) -> bytes:
+    """A gzip'd tar of root/part for each part (folders or files)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for part in parts:
+            if (root / part).exists():
+                tar.add(root / part, arcname=part)
+    return buffer.getvalue()
+
+
+def _unpack(data: bytes, root: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        try:
+            tar.extractall(root, filter="data")
+        except TypeError:  # a Python without extraction filters (< 3.10.12): our own archives only
+            tar.extractall(root)
+
+
+def template(ws: Workspace, assignment: str) -> bytes:
+    """The assignment's source and release folders and a gradebook that knows the assignment
+    (its notebooks, graded cells, hidden tests) but holds no student: what a worker needs."""
+    from nbgrader.api import Gradebook
+
+    with tempfile.TemporaryDirectory(prefix="course-template-") as tmp:
+        tmp = Path(tmp)
+        for part in ("source", "release"):
+            shutil.copytree(ws.path(part, assignment), tmp / part / assignment)
+        source, copy = sqlite3.connect(ws.path("gradebook.db")), sqlite3.connect(tmp / "gradebook.db")
+        with copy:
+            source.backup(copy)
+        source.close()
+        copy.close()
+        with Gradebook(f"sqlite:///{tmp / 'gradebook.db'}") as gb:
+            for student in [s.id for s in gb.students]:
+                gb.remove_student(student)
+            for other in [a.name for a in gb.assignments if a.name != assignment]:
+                gb.remove_assignment(other)
+        return _pack(tmp, ["source", "release", "gradebook.db"])
+
+
+def _gradebook_rows(ws: Workspace, assignment: str, student: str) -> dict | None:
+    """The rows nbgrader wrote for one submission: its timestamp, and every grade and comment."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(ws.db_url) as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return None
+        rows = {"timestamp": sub.timestamp.isoformat() if sub.timestamp else None, "extension": None,
+                "notebooks": {}}
+        if sub.extension is not None:
+            rows["extension"] = sub.extension.total_seconds()
+        for nb in sub.notebooks:
+            rows["notebooks"][nb.name] = {
+                "flagged": nb.flagged, "late_submission_penalty": nb.late_submission_penalty,
+                "grades": {g.name: {"auto_score": g.auto_score, "manual_score": g.manual_score,
+                                    "extra_credit": g.extra_credit, "needs_manual_grade": g.needs_manual_grade}
+                           for g in nb.grades},
+                "comments": {c.name: {"auto_comment": c.auto_comment, "manual_comment": c.manual_comment}
+                             for c in nb.comments},
+            }
+        return rows
+
+
+def _write_rows(ws: Workspace, assignment: str, student: str, rows: dict) -> None:
+    import datetime
+    import warnings
+
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+
+    from autograder.grading import _db_lock
+
+    with _db_lock, Gradebook(ws.db_url) as gb, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)
+        gb.update_or_create_student(student)
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            sub = gb.add_submission(assignment, student)
+        sub.timestamp = datetime.datetime.fromisoformat(rows["timestamp"]) if rows["timestamp"] else None
+        sub.extension = None if rows["extension"] is None else datetime.timedelta(seconds=rows["extension"])
+        for name, nb_rows in rows["notebooks"].items():
+            nb = gb.find_submission_notebook(name, assignment, student)
+            nb.flagged = nb_rows["flagged"]
+            nb.late_submission_penalty = nb_rows["late_submission_penalty"]
+            for grade in nb.grades:
+                for key, value in nb_rows["grades"].get(grade.name, {}).items():
+                    setattr(grade, key, value)
+            for comment in nb.comments:
+                for key, value in nb_rows["comments"].get(comment.name, {}).items():
+                    setattr(comment, key, value)
+        gb.db.commit()
+
+
+def grade_remote(template_bytes: bytes, student: str, assignment: str, handin: dict, limits: dict) -> dict:
+    """On a worker: grade one hand-in (`handin`: file name -> bytes of its submission folder,
+    the notebook as it arrived) in a temporary workspace; return what the coordinator writes."""
+    from autograder.grading import grade_one
+    from autograder.sandbox import Limits
+    from autograder.workspace import ensure_scripts_on_path, open_workspace
+
+    ensure_scripts_on_path()
+    with tempfile.TemporaryDirectory(prefix="course-worker-") as tmp:
+        ws = open_workspace(Path(tmp) / "ws")
+        _unpack(template_bytes, ws.root)
+        folder = ws.submission_path(student, assignment).parent
+        folder.mkdir(parents=True)
+        for name, data in handin.items():
+            (folder / name).write_bytes(data)
+        result = grade_one(ws, student, assignment, limits=Limits(**limits))
+        marker = ws.path("originals", student, assignment, ".repaired.sha1")
+        autograded = ws.autograded_path(student, assignment).parent
+        return {
+            "report": ws.path("reports", assignment, f"{student}.json").read_bytes(),
+            "submitted": ws.submission_path(student, assignment).read_bytes(),
+            "repaired_marker": marker.read_text() if marker.is_file() else None,
+            "autograded": _pack(autograded.parent, [autograded.name]) if autograded.is_dir() else None,
+            "rows": _gradebook_rows(ws, assignment, student),
+            "status": result.status,
+        }
+
+
+# ----------------------------------------------------------------------------- the coordinator
+
+
+def grade_pairs(ws: Workspace, pairs: list[tuple[str, str]], address: str, limits=None) -> list:
+    """Grade (student, assignment) pairs of `ws` on the Dask cluster at `address`; results in
+    the order of `pairs`, written to the workspace exactly as the local path writes them."""
+    from autograder.grading import _originals
+    from autograder.sandbox import Limits
+
+    distributed = _dask()
+    limits = asdict(limits or Limits())
+    client = client_for(address)
+    try:
+        # The template (tens of KiB) travels inside each task: a task then depends on nothing,
+        # any idle worker takes it, and a worker holds only the hand-in it grades (no more are
+        # sent than there are worker threads), so a worker's death counts against that one only.
+        templates = {a: template(ws, a) for a in sorted({a for _, a in pairs})}
+        waiting = list(pairs)
+        running = distributed.as_completed()
+        futures, results = {}, {}
+
+        def slots() -> int:
+            workers = client.scheduler_info().get("workers", {}).values()
+            return max(1, sum(w.get("nthreads", 1) for w in workers))
+
+        def submit_more() -> None:
+            while waiting and running.count() < slots():
+                student, assignment = waiting.pop(0)
+                original = _originals(ws, student, assignment)
+                folder = ws.submission_path(student, assignment).parent
+                handin = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")}
+                handin[original.name] = original.read_bytes()
+                key = f"grade-{assignment}-{student}-{hashlib.sha1(handin[original.name]).hexdigest()[:12]}"
+                future = client.submit(grade_remote, templates[assignment], student, assignment, handin, limits,
+                                       key=key, retries=RETRIES, pure=False)
+                futures[future] = (student, assignment)
+                running.add(future)
+
+        submit_more()
+        for future in running:
+            student, assignment = futures.pop(future)
+            try:
+                outcome = future.result()
+            except distributed.KilledWorker as exc:
+                results[(student, assignment)] = _killed(ws, student, assignment, exc)
+            except Exception as exc:  # the worker failed twice for a reason of its own: say so
+                results[(student, assignment)] = _failed(ws, student, assignment, exc)
+            else:
+                results[(student, assignment)] = _store(ws, student, assignment, outcome)
+            submit_more()
+        return [results[pair] for pair in pairs]
+    finally:
+        cluster = getattr(client, "cluster", None)
+        client.close()
+        if cluster is not None and address.startswith("local:"):
+            cluster.close()
+
+
+def _store(ws: Workspace, student: str, assignment: str, outcome: dict):
+    """Write a worker's results into the workspace; the GradeResult as the local path gives it."""
+    from autograder.grading import GradeResult
+    from autograder.scores import read_scores
+
+    sub = ws.submission_path(student, assignment)
+    sub.write_bytes(outcome["submitted"])
+    marker = ws.path("originals", student, assignment, ".repaired.sha1")
+    if outcome["repaired_marker"] is not None:
+        marker.write_text(hashlib.sha1(outcome["submitted"]).hexdigest())
+    autograded = ws.autograded_path(student, assignment).parent
+    if autograded.exists():
+        shutil.rmtree(autograded)
+    if outcome["autograded"] is not None:
+        autograded.parent.mkdir(parents=True, exist_ok=True)
+        _unpack(outcome["autograded"], autograded.parent)
+    if outcome["rows"] is not None:
+        _write_rows(ws, assignment, student, outcome["rows"])
+    report = ws.path("reports", assignment, f"{student}.json")
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_bytes(outcome["report"])
+    data = json.loads(outcome["report"])
+    fields = set(GradeResult.__dataclass_fields__) - {"score"}
+    result = GradeResult(**{k: v for k, v in data.items() if k in fields})
+    scores = read_scores(ws, assignment, [student])
+    result.score = scores[0] if scores else None
+    return result
+
+
+def _killed(ws: Workspace, student: str, assignment: str, exc):
+    from autograder.grading import GradeResult, _finish, zero_grades
+    from autograder.scores import read_scores
+
+    zero_grades(ws, assignment, student)
+    message = "the grading worker died each time it graded this hand-in; scored 0 (grade it again alone to see why)"
+    return _finish(ws, GradeResult(student, assignment, "crashed", message=message), read_scores(ws, assignment, [student]))
+
+
+def _failed(ws: Workspace, student: str, assignment: str, exc):
+    from autograder.grading import GradeResult, _finish, zero_grades
+    from autograder.scores import read_scores
+
+    zero_grades(ws, assignment, student)
+    message = f"the grading worker failed: {type(exc).__name__}: {str(exc)[:200]}"
+    return _finish(ws, GradeResult(student, assignment, "failed", message=message), read_scores(ws, assignment, [student]))
