@@ -8,8 +8,8 @@ no shared file system, no gradebook.
     coordinator                                   worker (any machine)
     -----------                                   --------------------
     per assignment, once: its source and release  a fresh temporary workspace per hand-in:
-    folders and an empty gradebook that knows     the template unpacked, the hand-in placed,
-    the assignment (the template, ~80 KiB)        then autograder.grading.grade_one, the very
+    folders, the solution's verdicts and an empty the template unpacked, the hand-in placed,
+    gradebook of the assignment (~80 KiB)         then autograder.grading.grade_one, the very
     per hand-in: the original's bytes       --->  function `grade --jobs N` runs (repair,
                                                   scan, nbgrader, the same sandbox, report)
     writes submitted/ (repaired), autograded/, <--- the repaired and graded notebooks, the
@@ -98,10 +98,15 @@ def template(ws: Workspace, assignment: str) -> bytes:
     (its notebooks, graded cells, hidden tests) but holds no student: what a worker needs."""
     from nbgrader.api import Gradebook
 
+    from autograder.grading import calibrate
+
+    calibrate(ws, assignment)  # the solution's verdicts, once, on the coordinator
     with tempfile.TemporaryDirectory(prefix="course-template-") as tmp:
         tmp = Path(tmp)
         for part in ("source", "release"):
             shutil.copytree(ws.path(part, assignment), tmp / part / assignment)
+        (tmp / "calibration").mkdir()
+        shutil.copyfile(ws.path("calibration", f"{assignment}.json"), tmp / "calibration" / f"{assignment}.json")
         source, copy = sqlite3.connect(ws.path("gradebook.db")), sqlite3.connect(tmp / "gradebook.db")
         with copy:
             source.backup(copy)
@@ -112,7 +117,7 @@ def template(ws: Workspace, assignment: str) -> bytes:
                 gb.remove_student(student)
             for other in [a.name for a in gb.assignments if a.name != assignment]:
                 gb.remove_assignment(other)
-        return _pack(tmp, ["source", "release", "gradebook.db"])
+        return _pack(tmp, ["source", "release", "calibration", "gradebook.db"])
 
 
 def _gradebook_rows(ws: Workspace, assignment: str, student: str) -> dict | None:

@@ -257,13 +257,21 @@ def _judge_verdicts(ws: Workspace, student: str, assignment: str, logs, tests: d
     """Withhold the points of every test cell whose checks did not run as on the solution
     (autograder/ledger.py); one flag per cell withheld."""
     try:
-        expected = ledger.calibration(ws, assignment, lambda root, path: _calibration_run(root, assignment, path, limits))
+        expected = calibrate(ws, assignment, limits)
     except CourseError as exc:
         return [f"the test cells could not be verified: {exc}"]
     reasons = ledger.judge([e for events in logs for e in events], tests, expected)
     if not reasons:
         return []
     return [f"{name}: points withheld, {why}" for name, why in _withhold(ws, assignment, student, reasons)]
+
+
+def calibrate(ws: Workspace, assignment: str, limits=None) -> dict:
+    """The solution's verdicts for `assignment` (cached in WORKSPACE/calibration/)."""
+    from autograder.sandbox import Limits
+
+    limits = limits or Limits()
+    return ledger.calibration(ws, assignment, lambda root, path: _calibration_run(root, assignment, path, limits))
 
 
 def _calibration_run(root: Path, assignment: str, source: Path, limits) -> list[dict]:
