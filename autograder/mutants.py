@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from autograder import ledger
 from autograder.course import MUTANTS_DIR, CourseError, assignments, grade_id, read_notebook, solution_path
 from autograder.scores import NotebookScore, read_scores
 from autograder.workspace import add_sources, add_submission, autograde, open_workspace
@@ -158,20 +159,42 @@ def grade_mutants(
     with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:
         base = Path(workspace or tmp)
         chunks = [(base / f"job-{i}", dict(items[i::jobs])) for i in range(jobs)]
+        tests = ledger.test_cells(solution)
         with ThreadPoolExecutor(jobs) as pool:
-            results = pool.map(lambda chunk: _grade_chunk(assignment, *chunk), chunks)
-            scores = {s.student: s for chunk_scores in results for s in chunk_scores}
+            results = list(pool.map(lambda chunk: _grade_chunk(assignment, *chunk, tests), chunks))
+        scores = {s.student: s for chunk_scores, _ in results for s in chunk_scores}
+        events = {student: e for _, chunk_events in results for student, e in chunk_events.items()}
+    _apply_ledger(scores, events, tests)
     outcomes.extend(classify(m, scores.get(m.student)) for m in graded)
     return outcomes, scores
 
 
-def _grade_chunk(assignment: str, root: Path, submissions: dict) -> list[NotebookScore]:
+def _grade_chunk(assignment: str, root: Path, submissions: dict, tests: dict):
+    """Scores of one nbgrader run over `submissions`, and the guard's events by student."""
+    from autograder.sandbox import Settings
+
     ws = open_workspace(root)
     add_sources(ws, [assignment])
     for student, notebook in submissions.items():
         add_submission(ws, student, assignment, notebook)
-    autograde(ws, assignment)
-    return read_scores(ws, assignment)
+    logs: list[list[dict]] = []
+    autograde(ws, assignment, settings=Settings(test_cells=sorted(tests)), keep=logs)
+    events: dict[str, list[dict]] = {}
+    for log in logs:
+        events.setdefault(ledger.session_student(log) or "", []).extend(log)
+    return read_scores(ws, assignment), events
+
+
+def _apply_ledger(scores: dict, events: dict, tests: dict) -> None:
+    """Zero, as `grade` does, the test cells whose verdicts differ from the solution's."""
+    if BASELINE not in events:
+        return
+    expected = {d: v["lines"] for d, v in ledger.verdicts(events[BASELINE]).items()}
+    for student, score in scores.items():
+        reasons = ledger.judge(events.get(student, []), tests, expected)
+        for cell in score.cells:
+            if cell.name in reasons and (cell.score or 0) > 0:
+                cell.score = 0.0
 
 
 def run_assignment(assignment: str, mutants: list[Mutant], jobs: int | None = None) -> list[Outcome]:

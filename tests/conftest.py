@@ -18,6 +18,8 @@ MIRROR = REPO_ROOT.parent / "shared" / "datasets"
 if "COURSE_DATA_DIR" not in os.environ and MIRROR.is_dir():
     os.environ["COURSE_DATA_DIR"] = str(MIRROR)
 os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="course-cache-")
+# The solution's verdicts (autograder/ledger.py) computed once per assignment for the whole run.
+os.environ["COURSE_CALIBRATION_DIR"] = tempfile.mkdtemp(prefix="course-calibration-")
 os.environ["MPLBACKEND"] = "agg"
 
 # Files that tests leave for a person to look at (browser screenshots, server logs):

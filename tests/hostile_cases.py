@@ -19,6 +19,8 @@ from autograder import course
 from autograder.demo import buggy_notebook
 from autograder.repair import is_answer, nbmeta
 
+import tricks
+
 ASSIGNMENT = course.assignments()[0]
 
 
@@ -28,7 +30,8 @@ class Case:
     filename: str | bytes    # a path inside the hand-in folder (bytes: not UTF-8)
     data: bytes
     status: str              # expected status
-    score: str               # "full", "zero", "buggy" (the buggy notebook's score), "less" (below full)
+    score: str               # "full", "zero", "buggy" (the buggy notebook's score), "less" (below full),
+                             # "atmost" (not above the buggy notebook's score)
     why: str
 
 
@@ -200,8 +203,10 @@ def cases(workspace_root: str) -> list[Case]:
              "sys.exit only ends its cell"),
         Case("osexit", canvas("osexit"), dump(with_cell(sol, "import os\nos._exit(0)")), "crashed", "zero",
              "os._exit kills the kernel"),
-        Case("segfault", canvas("segfault"), dump(with_cell(sol, "import ctypes\nctypes.string_at(0)")), "crashed", "zero",
-             "a kernel crash (segmentation fault)"),
+        Case("segfault", canvas("segfault"), dump(with_cell(sol, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")),
+             "crashed", "zero", "a kernel crash (segmentation fault)"),
+        Case("ctypes", canvas("ctypes"), dump(with_cell(sol, "import ctypes\nctypes.string_at(0)")), "flagged", "full",
+             "ctypes from the notebook's own code is refused (it could reach the grader's memory)"),
         Case("fork", canvas("fork"), dump(with_cell(sol, "import os, time\nif os.fork() == 0:\n    time.sleep(3600)")),
              "sandbox", "full", "os.fork is refused"),
         Case("socket", canvas("socket"), dump(with_cell(sol, "import socket\ntry:\n    socket.create_connection(('93.184.216.34', 80), timeout=3)\n"
@@ -217,6 +222,16 @@ def cases(workspace_root: str) -> list[Case]:
           for name, code in TAMPERING.items() if name != "killguard"],
         Case("killguard", canvas("killguard"), dump(with_cell(bug, TAMPERING["killguard"])), "flagged", "zero",
              "the guard was disabled: points withheld, review by hand"),
+        # Tricks played while the tests run (tests/tricks.py): never above the honest score.
+        *[Case(f"trick-{name}", canvas(f"trick-{name}"), dump(tricks.apply(bug, name)),
+               "graded" if klass == 1 else "flagged", "atmost", f"class {klass}: {why}")
+          for name, (klass, why) in tricks.TRICKS.items() if name != "all"],
+        Case("trick-all-notepad", canvas("trick-all-notepad"), notepad(tricks.apply(bug, "all")), "flagged", "atmost",
+             "every trick at once, in a notebook saved by Notepad (UTF-16, CRLF)"),
+        Case("bom", canvas("bom"), b"\xef\xbb\xbf" + dump(bug).replace(b"\n", b"\r\n") + b"\x00" * 64, "graded", "buggy",
+             "a UTF-8 byte-order mark, CRLF line ends and NUL padding from a sync tool"),
+        Case("trick-lie-solution", canvas("trick-lie-solution"), dump(tricks.apply(sol, "lie")), "graded", "full",
+             "a correct answer returned as lying subclasses is judged by its real content: full marks"),
         Case("readhidden", canvas("readhidden"), dump(reads_running_cell(sol)), "flagged", "full",
              "prints the running test cell (its hidden tests must not reach the feedback)"),
         Case("metadata", canvas("metadata"), dump(edit_metadata(bug)), "graded", "buggy",
