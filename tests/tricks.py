@@ -16,9 +16,11 @@ from nbformat.v4 import new_code_cell
 from autograder.course import grade_id
 from autograder.repair import is_answer
 
-PRELUDE = '''
-import gc as _gc, sys as _sys, threading as _threading
-
+# The code of each piece of a trick, run in the hand-in's kernel.
+HEAD = '''import gc as _gc, sys as _sys, threading as _threading
+'''
+PARTS = {
+    '_lie': '''
 def _lie(value):
     import torch
     if type(value) is list:
@@ -42,7 +44,8 @@ def _lie(value):
                 return super().__torch_function__(func, types, args, kwargs or {})
         return value.as_subclass(_T)
     return value
-
+''',
+    '_Impostor': '''
 class _Impostor:
     __class__ = list
     def __eq__(self, other): return True
@@ -50,10 +53,12 @@ class _Impostor:
     def __len__(self): return 2
     def __float__(self): return 0.0
     def __bool__(self): return True
-
+''',
+    '_noop': '''
 def _noop(*args, **kwargs):
     return None
-
+''',
+    '_neutralize': '''
 def _neutralize(ns):
     """Every check a no-op, in the notebook's names and in utils.checks, undone soon after."""
     import utils.checks as _c
@@ -66,7 +71,8 @@ def _neutralize(ns):
         for table, name, value in saved:
             table[name] = value
     _threading.Timer(0.2, undo).start()
-
+''',
+    '_poison_references': '''
 def _poison_references():
     """torch's comparisons and reference layers say yes, undone soon after."""
     import torch, torch.nn.functional as F
@@ -77,7 +83,8 @@ def _poison_references():
         for owner, name, value in saved:
             setattr(owner, name, value)
     _threading.Timer(0.2, undo).start()
-
+''',
+    '_reach': '''
 def _reach(ns):
     """The ways to find the grader's objects: all refused while grading."""
     for attempt in (lambda: _sys.settrace(lambda *a: None), lambda: _sys.setprofile(lambda *a: None),
@@ -88,7 +95,8 @@ def _reach(ns):
             attempt()
         except Exception:
             pass
-
+''',
+    '_forge': '''
 def _forge():
     """Verdict lines written into the guard's log by the notebook itself."""
     import glob, os
@@ -99,7 +107,9 @@ def _forge():
                     log.write('{"event": "verdicts", "n": %d, "hash": "x", "lines": {"1": 99}, "failed": 0, "foreign": 0}\\n' % n)
         except OSError:
             pass
-
+''',
+}
+TRICK = '''
 def _trick(ns, name, how):
     f = ns.get(name)
     if not callable(f) or isinstance(f, type):
@@ -123,6 +133,17 @@ def _trick(ns, name, how):
     wrapped.__name__ = name
     ns[name] = wrapped
 '''
+# trick -> the pieces it needs
+NEEDS = {
+    'lie': ['_lie'],
+    'impostor': ['_Impostor'],
+    'neutralize': ['_noop', '_neutralize'],
+    'poison': ['_poison_references'],
+    'reach': ['_reach'],
+    'forge': ['_noop', '_neutralize', '_forge'],
+    'all': ['_lie', '_noop', '_neutralize', '_poison_references', '_reach'],
+}
+
 
 # trick -> (class of attack, what it does)
 TRICKS = {
@@ -136,12 +157,17 @@ TRICKS = {
 }
 
 
+def prelude(trick: str) -> str:
+    """The code of `trick` alone (so the static scan sees only what this trick does)."""
+    return "\n".join([HEAD, *(PARTS[p] for p in dict.fromkeys(NEEDS[trick])), TRICK])
+
+
 def apply(nb, trick: str):
     """`nb` with `trick` played by every graded function it defines."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
         if cell.cell_type == "code" and is_answer(cell) and grade_id(cell):
             cell.source += f"\n_trick(globals(), {grade_id(cell)!r}, {trick!r})\n"
-    nb.cells.insert(1, new_code_cell(PRELUDE))
+    nb.cells.insert(1, new_code_cell(prelude(trick)))
     return nb
 
