@@ -203,7 +203,7 @@ def cases(workspace_root: str) -> list[Case]:
              "sys.exit only ends its cell"),
         Case("osexit", canvas("osexit"), dump(with_cell(sol, "import os\nos._exit(0)")), "crashed", "zero",
              "os._exit kills the kernel"),
-        Case("segfault", canvas("segfault"), dump(with_cell(sol, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")),
+        Case("segfault", canvas("segfault"), dump(with_cell(sol, "import faulthandler\nfaulthandler._read_null()")),
              "crashed", "zero", "a kernel crash (segmentation fault)"),
         Case("ctypes", canvas("ctypes"), dump(with_cell(sol, "import ctypes\nctypes.string_at(0)")), "flagged", "full",
              "ctypes from the notebook's own code is refused (it could reach the grader's memory)"),
