@@ -45,6 +45,7 @@ import operator
 import os
 import socket
 import sys
+import types
 
 OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
 PROTECTED = {
@@ -85,6 +86,7 @@ _encode = _json.encode_basestring_ascii  # C: the log cannot be bent by patching
 _getframe, _get_ident, _blake2b, _type = sys._getframe, _thread.get_ident, hashlib.blake2b, type
 _str_copy, _int_repr = str.__str__, int.__repr__
 _all, _is = all, operator.is_
+_FunctionType = types.FunctionType
 
 
 def _trusted(callback) -> bool:
@@ -366,10 +368,20 @@ class Guard:
     def changed(self) -> str:
         """The first verified name whose value is no longer the one the running test cell
         started with ('' if none)."""
-        for owner, ns, keys, ids, values in self.verified:
-            if not _all(map(_is, map(ns.get, keys), values)):  # no tuples built: no collection runs
-                key = next(k for k, v in zip(keys, values) if ns.get(k) is not v)
+        for entry in self.verified:
+            owner, ns, keys, ids, values = entry
+            if _all(map(_is, map(ns.get, keys), values)):  # no tuples built: no collection runs
+                continue
+            current = list(values)
+            for i, (key, old) in enumerate(zip(keys, values)):
+                new = ns.get(key)
+                if new is old:
+                    continue
+                if _type(new) is _FunctionType and vars(new).get("__wrapped__") is old:
+                    current[i] = new  # a library's own wrapper (torch wraps manual_seed when it first compiles)
+                    continue
                 return f"{_text(getattr(owner, '__name__', '?'))}.{_text(key)}"
+            entry[3], entry[4] = tuple(map(id, current)), tuple(current)
         for name, value in self.builtins.items():
             if vars(builtins).get(name) is not value:
                 return f"builtins.{name}"
@@ -400,8 +412,6 @@ class Guard:
     def is_notebook_object(self, value) -> bool:
         """A function, method or class whose code comes from the notebook's cells, or any
         object that is not a plain library function or class (a student's callable)."""
-        import types
-
         if isinstance(value, (types.FunctionType, types.MethodType)):
             code = getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
             return code is None or code.co_filename.startswith(self.cell_prefixes)
