@@ -218,7 +218,8 @@ def cases(workspace_root: str) -> list[Case]:
                                                       % (workspace_root, course.solution_path(ASSIGNMENT)))),
              "flagged", "full", "reading the gradebook and the solution is refused and flagged"),
         # Tampering: each starts from the buggy notebook, so success would raise its score.
-        *[Case(name, canvas(name), dump(with_cell(bug, code)), "flagged", "buggy", f"tampering: {name}")
+        *[Case(name, canvas(name), dump(with_cell(bug, code)), "flagged", "atmost" if name == "redefine" else "buggy",
+               f"tampering: {name}")
           for name, code in TAMPERING.items() if name != "killguard"],
         Case("killguard", canvas("killguard"), dump(with_cell(bug, TAMPERING["killguard"])), "flagged", "zero",
              "the guard was disabled: points withheld, review by hand"),
