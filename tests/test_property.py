@@ -3,7 +3,7 @@ sandbox, guard, nbgrader, ledger): a hand-in that plays tricks on the grader nev
 scores above the same answers handed in honestly.
 
 For each assignment the honest hand-in is the demo's buggy notebook (the solution with
-catalog bugs, so it scores strictly between 0 and full), and the hostile one is the same
+catalog bugs, so it scores below full; 03's scores 0), and the hostile one is the same
 notebook with every trick of tests/tricks.py at once (values that decide their own
 comparison, checks neutralized and torch's references poisoned while the tests run,
 refused reaches for the grader's objects), saved as Windows Notepad saves it.
@@ -41,7 +41,7 @@ def results(tmp_path_factory):
 def test_tricks_never_score_above_the_honest_hand_in(results, name):
     honest, hostile = results[("honest", name)], results[("hostile", name)]
     assert honest.status == "graded", honest.message
-    assert 0 < honest.score.auto_score < honest.score.auto_max, "the honest hand-in must be partly right"
+    assert honest.score.auto_score < honest.score.auto_max, "the honest hand-in must have bugs"
     assert hostile.score is not None, hostile.message
     assert hostile.score.auto_score <= honest.score.auto_score, (
         f"tricks earned {hostile.score.auto_score:g} > honest {honest.score.auto_score:g}: {hostile.flags}")
