@@ -341,8 +341,6 @@ class Guard:
         """What every verdict checks is unchanged: the functions and classes of the modules
         the tests compute with, the methods of torch.Tensor and of those classes. Kept per
         namespace as (owner, namespace, keys, ids, values), compared by identity in C."""
-        import types
-
         import torch
 
         namespaces = []
