@@ -24,11 +24,11 @@ def test_split_sentence_can_keep_case_and_join_tokens_inverts_it():
 
 def test_lexicon_orders_specials_then_alphabetically_and_maps_unknowns():
     lex = Lexicon([["purple", "cats", "are", "great"], ["purple", "cats"]])
-    assert lex.itos == ["<pad>", "<bos>", "<eos>", "<unk>", "are", "cats", "great", "purple"]
-    assert (lex.pad_id, lex.bos_id, lex.eos_id, lex.unk_id) == (0, 1, 2, 3)
+    assert lex.itos == ["[PAD]", "[UNK]", "[START]", "[STOP]", "are", "cats", "great", "purple"]
+    assert (lex.pad_id, lex.unk_id, lex.bos_id, lex.eos_id) == (0, 1, 2, 3)
     assert len(lex) == 8 and lex.stoi["purple"] == 7
-    assert lex.to_ids(["purple", "dogs"]) == [7, 3]
-    assert lex.to_tokens([1, 7, 5, 2, 6, 0]) == ["purple", "cats"]  # bos skipped, stops at eos
+    assert lex.to_ids(["purple", "dogs"]) == [7, 1]
+    assert lex.to_tokens([2, 7, 5, 3, 6, 0]) == ["purple", "cats"]  # bos skipped, stops at eos
     assert Lexicon([["a", "b", "a"]], min_count=2).itos[4:] == ["a"]
 
 
@@ -40,8 +40,8 @@ def test_collate_pairs_pads_and_shifts_targets():
     assert batch.src.tolist() == [src_lex.to_ids(["i", "love", "cats"]), [src_lex.stoi["cats"], 0, 0]]
     assert batch.src_valid_lens.tolist() == [3, 1] and batch.tgt_valid_lens.tolist() == [5, 2]
     aime, les, chats, j = (tgt_lex.stoi[w] for w in ("aime", "les", "chats", "j'"))
-    assert batch.tgt_in.tolist() == [[1, j, aime, les, chats], [1, chats, 0, 0, 0]]
-    assert batch.tgt_out.tolist() == [[j, aime, les, chats, 2], [chats, 2, 0, 0, 0]]
+    assert batch.tgt_in.tolist() == [[2, j, aime, les, chats], [2, chats, 0, 0, 0]]
+    assert batch.tgt_out.tolist() == [[j, aime, les, chats, 3], [chats, 3, 0, 0, 0]]
     assert batch.src.dtype == torch.long and len(batch) == 2
     assert batch.to("cpu").tgt_out.equal(batch.tgt_out)
     with pytest.raises(ValueError):

@@ -115,20 +115,21 @@ def join_tokens(tokens: Sequence[str]) -> str:
 
 
 class Lexicon:
-    """Token <-> id table: the specials first (pad, bos, eos, unk), then every token seen at
-    least `min_count` times, in ALPHABETICAL order (so ids are easy to find by eye).
+    """Token <-> id table: the specials first, with notebook 01's names and order ([PAD], [UNK],
+    [START] = the decoder's bos, [STOP] = eos), then every token seen at least `min_count` times,
+    in ALPHABETICAL order (so ids are easy to find by eye).
 
     Attributes: `itos` (list of str), `stoi` (dict), `pad_id`, `bos_id`, `eos_id`, `unk_id`.
     """
 
-    SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+    SPECIALS = ("[PAD]", "[UNK]", "[START]", "[STOP]")
 
     def __init__(self, token_lists: Iterable[Sequence[str]], min_count: int = 1):
         counts = Counter(token for tokens in token_lists for token in tokens)
         words = sorted(t for t, c in counts.items() if c >= min_count and t not in self.SPECIALS)
         self.itos: list[str] = list(self.SPECIALS) + words
         self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
-        self.pad_id, self.bos_id, self.eos_id, self.unk_id = range(4)
+        self.pad_id, self.unk_id, self.bos_id, self.eos_id = range(4)
 
     def __len__(self) -> int:
         return len(self.itos)
