@@ -1,9 +1,9 @@
-"""utils.translation (tokens, Lexicon, padded batches) and utils.purple_cats (the synthetic task)."""
+"""utils.lexicon (tokens, Lexicon, padded batches) and utils.purple_cats (the synthetic task)."""
 import pytest
 import torch
 
 from utils.purple_cats import PurpleCatsPair, purple_cats_pairs, translate_purple_cats
-from utils.translation import Lexicon, collate_pairs, iterate_batches, join_tokens, split_sentence
+from utils.lexicon import Lexicon, collate_pairs, iterate_batches, join_tokens, split_sentence
 
 
 @pytest.mark.parametrize("sentence, tokens", [

@@ -10,6 +10,7 @@ Submodules, by concern:
   utils.data      the dataset registry and loaders (download, checksum, offline mirror)
   utils.text      character-level data for language models (codec, random windows)
   utils.translation  sentence pairs for translation (Tatoeba loader that skips bad lines)
+  utils.lexicon   tokens, a vocabulary and padded batches for translation models
   utils.synthetic long-range toy tasks (adding problem, copy memory) and a small trainer
   utils.checks    self-check helpers that turn a wrong answer into an actionable message
   utils.plotting  small matplotlib helpers (curves, heatmaps, 2-D embeddings)

@@ -12,7 +12,7 @@ French differs from its English in the ways that make attention interesting:
     purple_cats_pairs(n, seed)      n random pairs (PurpleCatsPair: source, target, alignment)
     translate_purple_cats(english)  the reference translation of one sentence of the grammar
 
-Tokens are lowercase and split like utils.translation.split_sentence ("j'", "aime").
+Tokens are lowercase and split like utils.lexicon.split_sentence ("j'", "aime").
 `alignment` lists (source index, target index) links: which English word each French word
 translates, the ground truth that attention weights can be compared with.
 """
