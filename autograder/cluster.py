@@ -35,8 +35,15 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from nbgrader.api import Gradebook
+
+from autograder import gradebook
 from autograder.course import CourseError
-from autograder.workspace import Workspace
+from autograder.grading import GradeResult, calibrate, finish, grade_one, keep_original
+from autograder.sandbox import Limits
+from autograder.scores import read_scores
+from autograder.status import Run, decide_status
+from autograder.workspace import Workspace, ensure_scripts_on_path, open_workspace
 
 INSTALL_HINT = "grading on a cluster needs Dask: pip install .[cluster]  (or: pip install 'dask[distributed]>=2024.1')"
 RETRIES = 1  # a task that raised (an error of the worker, not of the hand-in) runs once more
@@ -96,18 +103,14 @@ def _unpack(data: bytes, root: Path) -> None:
 def template(ws: Workspace, assignment: str) -> bytes:
     """The assignment's source and release folders and a gradebook that knows the assignment
     (its notebooks, graded cells, hidden tests) but holds no student: what a worker needs."""
-    from nbgrader.api import Gradebook
-
-    from autograder.grading import calibrate
-
     calibrate(ws, assignment)  # the solution's verdicts, once, on the coordinator
     with tempfile.TemporaryDirectory(prefix="course-template-") as tmp:
         tmp = Path(tmp)
         for part in ("source", "release"):
             shutil.copytree(ws.path(part, assignment), tmp / part / assignment)
         (tmp / "calibration").mkdir()
-        shutil.copyfile(ws.path("calibration", f"{assignment}.json"), tmp / "calibration" / f"{assignment}.json")
-        source, copy = sqlite3.connect(ws.path("gradebook.db")), sqlite3.connect(tmp / "gradebook.db")
+        shutil.copyfile(ws.calibration_path(assignment), tmp / "calibration" / f"{assignment}.json")
+        source, copy = sqlite3.connect(ws.db_path), sqlite3.connect(tmp / "gradebook.db")
         with copy:
             source.backup(copy)
         source.close()
@@ -120,69 +123,9 @@ def template(ws: Workspace, assignment: str) -> bytes:
         return _pack(tmp, ["source", "release", "calibration", "gradebook.db"])
 
 
-def _gradebook_rows(ws: Workspace, assignment: str, student: str) -> dict | None:
-    """The rows nbgrader wrote for one submission: its timestamp, and every grade and comment."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(ws.db_url) as gb:
-        try:
-            sub = gb.find_submission(assignment, student)
-        except MissingEntry:
-            return None
-        rows = {"timestamp": sub.timestamp.isoformat() if sub.timestamp else None, "extension": None,
-                "notebooks": {}}
-        if sub.extension is not None:
-            rows["extension"] = sub.extension.total_seconds()
-        for nb in sub.notebooks:
-            rows["notebooks"][nb.name] = {
-                "flagged": nb.flagged, "late_submission_penalty": nb.late_submission_penalty,
-                "grades": {g.name: {"auto_score": g.auto_score, "manual_score": g.manual_score,
-                                    "extra_credit": g.extra_credit, "needs_manual_grade": g.needs_manual_grade}
-                           for g in nb.grades},
-                "comments": {c.name: {"auto_comment": c.auto_comment, "manual_comment": c.manual_comment}
-                             for c in nb.comments},
-            }
-        return rows
-
-
-def _write_rows(ws: Workspace, assignment: str, student: str, rows: dict) -> None:
-    import datetime
-    import warnings
-
-    from nbgrader.api import Gradebook, MissingEntry
-    from sqlalchemy.exc import SAWarning
-
-    from autograder.grading import _db_lock
-
-    with _db_lock, Gradebook(ws.db_url) as gb, warnings.catch_warnings():
-        warnings.simplefilter("ignore", SAWarning)
-        gb.update_or_create_student(student)
-        try:
-            sub = gb.find_submission(assignment, student)
-        except MissingEntry:
-            sub = gb.add_submission(assignment, student)
-        sub.timestamp = datetime.datetime.fromisoformat(rows["timestamp"]) if rows["timestamp"] else None
-        sub.extension = None if rows["extension"] is None else datetime.timedelta(seconds=rows["extension"])
-        for name, nb_rows in rows["notebooks"].items():
-            nb = gb.find_submission_notebook(name, assignment, student)
-            nb.flagged = nb_rows["flagged"]
-            nb.late_submission_penalty = nb_rows["late_submission_penalty"]
-            for grade in nb.grades:
-                for key, value in nb_rows["grades"].get(grade.name, {}).items():
-                    setattr(grade, key, value)
-            for comment in nb.comments:
-                for key, value in nb_rows["comments"].get(comment.name, {}).items():
-                    setattr(comment, key, value)
-        gb.db.commit()
-
-
 def grade_remote(template_bytes: bytes, student: str, assignment: str, handin: dict, limits: dict) -> dict:
     """On a worker: grade one hand-in (`handin`: file name -> bytes of its submission folder,
     the notebook as it arrived) in a temporary workspace; return what the coordinator writes."""
-    from autograder.grading import grade_one
-    from autograder.sandbox import Limits
-    from autograder.workspace import ensure_scripts_on_path, open_workspace
-
     ensure_scripts_on_path()
     with tempfile.TemporaryDirectory(prefix="course-worker-") as tmp:
         ws = open_workspace(Path(tmp) / "ws")
@@ -192,14 +135,14 @@ def grade_remote(template_bytes: bytes, student: str, assignment: str, handin: d
         for name, data in handin.items():
             (folder / name).write_bytes(data)
         result = grade_one(ws, student, assignment, limits=Limits(**limits))
-        marker = ws.path("originals", student, assignment, ".repaired.sha1")
+        marker = ws.repaired_marker(student, assignment)
         autograded = ws.autograded_path(student, assignment).parent
         return {
-            "report": ws.path("reports", assignment, f"{student}.json").read_bytes(),
+            "report": ws.report_path(student, assignment).read_bytes(),
             "submitted": ws.submission_path(student, assignment).read_bytes(),
             "repaired_marker": marker.read_text() if marker.is_file() else None,
             "autograded": _pack(autograded.parent, [autograded.name]) if autograded.is_dir() else None,
-            "rows": _gradebook_rows(ws, assignment, student),
+            "rows": gradebook.submission_rows(ws, student, assignment),
             "status": result.status,
         }
 
@@ -210,9 +153,6 @@ def grade_remote(template_bytes: bytes, student: str, assignment: str, handin: d
 def grade_pairs(ws: Workspace, pairs: list[tuple[str, str]], address: str, limits=None) -> list:
     """Grade (student, assignment) pairs of `ws` on the Dask cluster at `address`; results in
     the order of `pairs`, written to the workspace exactly as the local path writes them."""
-    from autograder.grading import _originals
-    from autograder.sandbox import Limits
-
     distributed = _dask()
     limits = asdict(limits or Limits())
     client = client_for(address)
@@ -232,7 +172,7 @@ def grade_pairs(ws: Workspace, pairs: list[tuple[str, str]], address: str, limit
         def submit_more() -> None:
             while waiting and running.count() < slots():
                 student, assignment = waiting.pop(0)
-                original = _originals(ws, student, assignment)
+                original = keep_original(ws, student, assignment)
                 folder = ws.submission_path(student, assignment).parent
                 handin = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")}
                 handin[original.name] = original.read_bytes()
@@ -264,12 +204,9 @@ def grade_pairs(ws: Workspace, pairs: list[tuple[str, str]], address: str, limit
 
 def _store(ws: Workspace, student: str, assignment: str, outcome: dict):
     """Write a worker's results into the workspace; the GradeResult as the local path gives it."""
-    from autograder.grading import GradeResult
-    from autograder.scores import read_scores
-
     sub = ws.submission_path(student, assignment)
     sub.write_bytes(outcome["submitted"])
-    marker = ws.path("originals", student, assignment, ".repaired.sha1")
+    marker = ws.repaired_marker(student, assignment)
     if outcome["repaired_marker"] is not None:
         marker.write_text(hashlib.sha1(outcome["submitted"]).hexdigest())
     autograded = ws.autograded_path(student, assignment).parent
@@ -279,8 +216,8 @@ def _store(ws: Workspace, student: str, assignment: str, outcome: dict):
         autograded.parent.mkdir(parents=True, exist_ok=True)
         _unpack(outcome["autograded"], autograded.parent)
     if outcome["rows"] is not None:
-        _write_rows(ws, assignment, student, outcome["rows"])
-    report = ws.path("reports", assignment, f"{student}.json")
+        gradebook.write_rows(ws, student, assignment, outcome["rows"])
+    report = ws.report_path(student, assignment)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_bytes(outcome["report"])
     data = json.loads(outcome["report"])
@@ -292,18 +229,12 @@ def _store(ws: Workspace, student: str, assignment: str, outcome: dict):
 
 
 def _killed(ws: Workspace, student: str, assignment: str, exc):
-    from autograder.grading import GradeResult, _finish, zero_grades
-    from autograder.scores import read_scores
-
-    zero_grades(ws, assignment, student)
+    gradebook.zero_grades(ws, student, assignment)
     message = "the grading worker died each time it graded this hand-in; scored 0 (grade it again alone to see why)"
-    return _finish(ws, GradeResult(student, assignment, "crashed", message=message), read_scores(ws, assignment, [student]))
+    return finish(ws, GradeResult(student, assignment, decide_status(Run.CRASHED, []), message=message))
 
 
 def _failed(ws: Workspace, student: str, assignment: str, exc):
-    from autograder.grading import GradeResult, _finish, zero_grades
-    from autograder.scores import read_scores
-
-    zero_grades(ws, assignment, student)
+    gradebook.zero_grades(ws, student, assignment)
     message = f"the grading worker failed: {type(exc).__name__}: {str(exc)[:200]}"
-    return _finish(ws, GradeResult(student, assignment, "failed", message=message), read_scores(ws, assignment, [student]))
+    return finish(ws, GradeResult(student, assignment, decide_status(Run.FAILED, []), message=message))

@@ -24,7 +24,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
+
 from autograder.course import CourseError, assignments, decode_notebook, release_path
+from autograder.repair import affinity
 
 CANVAS = re.compile(r"^(?P<name>[^_/\s]+?)(?:_LATE)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
 MOODLE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.*)$")
@@ -89,10 +92,6 @@ def assignment_from_name(stem: str, known: list[str]) -> str | None:
 
 
 def assignment_from_content(data: bytes, known: list[str]) -> str | None:
-    import nbformat
-
-    from autograder.repair import affinity
-
     try:
         nb, _ = decode_notebook(data)  # the encodings and versions grading accepts
     except CourseError:

@@ -9,6 +9,8 @@ from pathlib import Path
 import nbformat
 from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
+from utils.cells import grade_id  # noqa: F401  (the cell model is utils.cells; course.grade_id for scripts and tests)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 RELEASE_DIR = REPO_ROOT / "notebooks"
@@ -171,8 +173,3 @@ def decode_notebook(data: bytes) -> tuple[nbformat.NotebookNode, list[str]]:
         ids = f" (added {len(missing)} cell ids)" if missing else ""
         notes.append(f"converted: nbformat {old[0]}.{old[1]} → {new[0]}.{new[1]}{ids}")
     return nb, notes
-
-
-def grade_id(cell) -> str | None:
-    """The nbgrader grade_id of a cell, or None for a cell nbgrader does not track."""
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")

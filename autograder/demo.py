@@ -44,7 +44,7 @@ def demo(workspace: Path | None = None) -> tuple[list[GradeResult], list[str]]:
         solution, buggy, blank = STUDENTS
         for name in names:
             add_submission(ws, solution, name, solution_path(name))
-            add_submission(ws, blank, name, ws.path("release", name, f"{name}.ipynb"))
+            add_submission(ws, blank, name, ws.release_path(name))
             nb, cells = buggy_notebook(name)
             if cells:
                 add_submission(ws, buggy, name, nb)

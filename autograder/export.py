@@ -22,8 +22,8 @@ from autograder.scores import read_scores
 from autograder.workspace import Workspace
 
 
-def _status(ws: Workspace, assignment: str, student: str) -> tuple[str, str]:
-    path = ws.path("reports", assignment, f"{student}.json")
+def _status(ws: Workspace, student: str, assignment: str) -> tuple[str, str]:
+    path = ws.report_path(student, assignment)
     if not path.is_file():
         return "graded", ""
     report = json.loads(path.read_text())
@@ -33,7 +33,7 @@ def _status(ws: Workspace, assignment: str, student: str) -> tuple[str, str]:
 def export(ws: Workspace, out_dir: Path) -> list[Path]:
     from nbgrader.api import MissingEntry
 
-    if not ws.path("gradebook.db").is_file():
+    if not ws.db_path.is_file():
         raise CourseError(f"{ws.root} has no gradebook yet: run `python -m autograder grade` first")
     out_dir.mkdir(parents=True, exist_ok=True)
     summary_rows, long_rows, written = [], [], []
@@ -59,13 +59,13 @@ def export(ws: Workspace, out_dir: Path) -> list[Path]:
                 total = sum(c.score or 0.0 for c in s.cells)
                 writer.writerow(
                     [s.student, *["" if by_name[q].score is None else f"{by_name[q].score:g}" for q in questions],
-                     f"{total:g}", _status(ws, name, s.student)[0]]
+                     f"{total:g}", _status(ws, s.student, name)[0]]
                 )
         written.append(per_question)
         for s in scores:
             pending = sum(c.score is None for c in s.cells)
             total = sum(c.score or 0.0 for c in s.cells)
-            status, message = _status(ws, name, s.student)
+            status, message = _status(ws, s.student, name)
             summary_rows.append(
                 [s.student, name, f"{s.auto_score:g}", f"{s.auto_max:g}", f"{total:g}",
                  f"{sum(c.max_score for c in s.cells):g}", pending, status, message]

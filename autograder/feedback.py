@@ -20,11 +20,11 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import grade_id
-from autograder.grading import STATUSES
 from autograder.release import REGION
 from autograder.scores import read_scores
+from autograder.status import STATUSES
 from autograder.workspace import Workspace
+from utils.cells import grade_id
 
 MIN_LINE = 6  # shorter hidden lines ("else:", ")") say nothing about the tests
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

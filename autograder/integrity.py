@@ -5,8 +5,15 @@ log from the grading kernel (`read_guard_logs`, written by autograder.guard).
 """
 from __future__ import annotations
 
+import ast
+import hashlib
+import hmac
 import json
+import re
 from pathlib import Path
+
+from autograder.status import Finding, Kind
+from utils.cells import is_locked, label, nbgrader_meta, normalized_source, parse
 
 
 def read_guard_logs(base: Path, key: bytes) -> list[list[dict]]:
@@ -24,9 +31,6 @@ def read_guard_logs(base: Path, key: bytes) -> list[list[dict]]:
 
 def verified_line(line: str, key: bytes) -> dict | None:
     """The event of one log line written by the guard with `key`, or None."""
-    import hashlib
-    import hmac
-
     body, sep, tail = line.rpartition(', "mac": "')
     if not sep or not tail.endswith('"}'):
         return None
@@ -60,22 +64,16 @@ SUSPICIOUS = [
 def student_code(repaired, release) -> list[tuple[str, str]]:
     """(label, source) of each code cell whose text the student wrote: answer cells and
     cells they added (not a copy of any release cell)."""
-    from autograder.repair import is_locked, label, norm
-
-    given = {norm(c.source) for c in release.cells}
+    given = {normalized_source(c.source) for c in release.cells}
     return [
         (label(cell, index), cell.source)
         for index, cell in enumerate(repaired.cells)
-        if cell.cell_type == "code" and not is_locked(cell) and norm(cell.source) not in given
+        if cell.cell_type == "code" and not is_locked(cell) and normalized_source(cell.source) not in given
     ]
 
 
 def bound_names(source: str, assignments: bool = True, imports: bool = True) -> set[str]:
     """Names a cell binds at top level (defs, classes, imports, and assignments)."""
-    import ast
-
-    from autograder.repair import parse
-
     try:
         tree = parse(source)
     except (SyntaxError, ValueError):
@@ -96,18 +94,14 @@ def bound_names(source: str, assignments: bool = True, imports: bool = True) -> 
 def protected_names(source_nb) -> list[str]:
     """Names the locked cells give (imports, functions, classes, CONSTANTS) that the test
     cells use: a student who rebinds one changes what the tests check with."""
-    import ast
-
-    from autograder.repair import is_locked, nbmeta, parse
-
     given = set()
     for cell in source_nb.cells:
-        if cell.cell_type == "code" and is_locked(cell) and not nbmeta(cell).get("grade"):
+        if cell.cell_type == "code" and is_locked(cell) and not nbgrader_meta(cell).get("grade"):
             given |= {n for n in bound_names(cell.source, assignments=False)}
             given |= {n for n in bound_names(cell.source) if n.isupper() and len(n) > 1}
     used = set()
     for cell in source_nb.cells:
-        if cell.cell_type == "code" and nbmeta(cell).get("grade"):
+        if cell.cell_type == "code" and nbgrader_meta(cell).get("grade"):
             try:
                 used |= {n.id for n in ast.walk(parse(cell.source)) if isinstance(n, ast.Name)}
             except SyntaxError:
@@ -115,27 +109,28 @@ def protected_names(source_nb) -> list[str]:
     return sorted(n for n in given & used if not n.startswith("_"))
 
 
-def scan(repaired, release, protected: list[str]) -> list[str]:
+def scan(repaired, release, protected: list[str]) -> list[Finding]:
     """Reasons to review a hand-in by hand, from the code the student wrote."""
-    import re
-
     flags = []
     for where, source in student_code(repaired, release):
         for pattern, reason in SUSPICIOUS:
             found = re.search(pattern, source)
             if found:
                 line = next(l for l in source.splitlines() if found.group(0).splitlines()[0] in l).strip()
-                flags.append(f"{where}: {reason} (`{line[:100]}`)")
+                flags.append(Finding(Kind.SUSPICIOUS_CODE, f"{where}: {reason} (`{line[:100]}`)"))
         rebound = sorted(bound_names(source, imports=False) & set(protected))
         if rebound:
-            flags.append(f"{where}: redefines {', '.join(rebound)}, which the tests use")
+            flags.append(Finding(Kind.SUSPICIOUS_CODE, f"{where}: redefines {', '.join(rebound)}, which the tests use"))
     return flags
 
 
-def guard_findings(logs: list[list[dict]], executed: int | None) -> tuple[list[str], list[str]]:
-    """(integrity flags, sandbox notes) from the guard's logs of one hand-in's kernel.
-    `executed` is the number of cells nbgrader ran, when known."""
-    flags, notes = [], []
+SANDBOX_EVENTS = {"network": Kind.NETWORK, "process": Kind.PROCESS, "hidden-path": Kind.HIDDEN_PATH, "output": Kind.OUTPUT}
+
+
+def guard_findings(logs: list[list[dict]], executed: int | None) -> list[Finding]:
+    """What the guard's logs of one hand-in's kernel say: tampering (flags) and what the
+    sandbox refused or cut (notes). `executed` is the number of cells nbgrader ran, when known."""
+    found = []
     for events in logs:
         seen = set()
         for e in events:
@@ -145,12 +140,13 @@ def guard_findings(logs: list[list[dict]], executed: int | None) -> tuple[list[s
                 continue
             seen.add(key)
             if kind == "tamper":
-                flags.append(f"cell #{e.get('n')}: {detail}")
-            elif kind in ("network", "process", "hidden-path", "output"):
-                notes.append(f"{kind}: {detail}")
+                found.append(Finding(Kind.TAMPER, f"cell #{e.get('n')}: {detail}"))
+            elif kind in SANDBOX_EVENTS:
+                found.append(Finding(SANDBOX_EVENTS[kind], f"{kind}: {detail}"))
             elif kind == "garbled":
-                flags.append("the guard's log was written to by the notebook")
+                found.append(Finding(Kind.GARBLED_LOG, "the guard's log was written to by the notebook"))
         started = sum(1 for e in events if e.get("event") == "cell")
         if executed is not None and started < executed:
-            flags.append(f"the integrity guard saw {started} of the {executed} cells run: a cell disabled it")
-    return flags, notes
+            found.append(Finding(Kind.GUARD_DISABLED,
+                                 f"the integrity guard saw {started} of the {executed} cells run: a cell disabled it"))
+    return found

@@ -14,15 +14,15 @@ import hashlib
 import json
 import os
 import shutil
-import threading
 from pathlib import Path
 
-from autograder.course import CourseError, grade_id
+from filelock import FileLock
+
+from autograder.course import CourseError, read_notebook
 from autograder.workspace import Workspace
+from utils.cells import grade_id, is_test
 
 CALIBRATION_DIR_ENV = "COURSE_CALIBRATION_DIR"  # a cache shared by workspaces (the tests use one)
-_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
 
 
 def cell_hash(source: str) -> str:
@@ -32,13 +32,7 @@ def cell_hash(source: str) -> str:
 
 def test_cells(notebook) -> dict[str, str]:
     """hash → grade_id of every autograded test cell of `notebook` (the source)."""
-    from autograder.repair import nbmeta
-
-    return {
-        cell_hash(cell.source): grade_id(cell)
-        for cell in notebook.cells
-        if cell.cell_type == "code" and nbmeta(cell).get("grade") and not nbmeta(cell).get("solution")
-    }
+    return {cell_hash(cell.source): grade_id(cell) for cell in notebook.cells if is_test(cell)}
 
 
 def verdicts(events: list[dict]) -> dict[str, dict]:
@@ -88,14 +82,12 @@ def calibration(ws: Workspace, assignment: str, run) -> dict[str, dict]:
     from autograder import guard
     from utils import checks
 
-    source = ws.path("source", assignment, f"{assignment}.ipynb")
+    source = ws.source_path(assignment)
     digest = hashlib.sha1(b"".join(Path(p).read_bytes() for p in (source, checks.__file__, guard.__file__))).hexdigest()
-    places = [ws.path("calibration", f"{assignment}.json")]
+    places = [ws.calibration_path(assignment)]
     if os.environ.get(CALIBRATION_DIR_ENV):
         places.append(Path(os.environ[CALIBRATION_DIR_ENV]) / f"{assignment}-{digest}.json")
-    with _locks_guard:
-        lock = _locks.setdefault(f"{ws.root}:{assignment}", threading.Lock())
-    with lock:
+    with FileLock(ws.lock_path(f"calibration-{assignment}")):  # one run at a time (threads and processes)
         for place in places:
             try:
                 saved = json.loads(place.read_text())
@@ -114,8 +106,6 @@ def calibration(ws: Workspace, assignment: str, run) -> dict[str, dict]:
             shutil.rmtree(scratch, ignore_errors=True)
         seen = verdicts(events)
         bad = {d: v for d, v in seen.items() if v["failed"] or v["foreign"] or v["tampered"]}
-        from autograder.course import read_notebook
-
         missing = set(test_cells(read_notebook(source))) - set(seen)
         if bad or missing:
             raise CourseError(f"the solution of {assignment} does not pass its own checks under the grader "
@@ -126,13 +116,3 @@ def calibration(ws: Workspace, assignment: str, run) -> dict[str, dict]:
             place.write_text(json.dumps({"key": digest, "cells": cells}, indent=1))
         return cells
 
-
-def session_student(events: list[dict]) -> str | None:
-    """The student whose notebook a kernel ran (…/autograded/<student>/<assignment>)."""
-    for e in events:
-        if e.get("event") == "start":
-            parts = Path(str(e.get("session", ""))).parts
-            for folder in ("autograded", "submitted"):
-                if folder in parts and parts.index(folder) + 1 < len(parts):
-                    return parts[parts.index(folder) + 1]
-    return None

@@ -11,8 +11,8 @@ A catalog (YAML or JSON) is a list of entries::
         def scaled_dot_product_attention(q, k, v, mask=None):
             ...
 
-Each mutant is the solution notebook with that cell's whole source replaced, graded
-through nbgrader like any hand-in.
+Each mutant is the solution notebook with that cell's whole source replaced, graded by
+`grade` exactly as a student's hand-in (repair, scan, sandbox, ledger, status).
 """
 from __future__ import annotations
 
@@ -21,16 +21,16 @@ import json
 import os
 import re
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from autograder import ledger
-from autograder.course import MUTANTS_DIR, CourseError, assignments, grade_id, read_notebook, solution_path
-from autograder.scores import NotebookScore, read_scores
-from autograder.workspace import add_sources, add_submission, autograde, open_workspace
+from autograder.course import MUTANTS_DIR, CourseError, assignments, read_notebook, solution_path
+from autograder.grading import GradeResult, grade
+from autograder.scores import NotebookScore
+from autograder.workspace import add_submission, open_workspace
+from utils.cells import grade_id
 
 KINDS = ("bug", "correct")
 REQUIRED = ("id", "assignment", "cell", "kind", "source")
@@ -115,11 +115,13 @@ def apply_mutant(solution_nb, cell_id: str, source: str):
     return mutated
 
 
-def classify(mutant: Mutant, score: NotebookScore | None) -> Outcome:
+def classify(mutant: Mutant, result: GradeResult | None) -> Outcome:
+    score = None if result is None else result.score
     if score is None:
-        return Outcome(mutant, "error", "nbgrader produced no score")
+        why = "nbgrader produced no score" if result is None else f"{result.status}: {result.message}"
+        return Outcome(mutant, "error", why)
     lost = [c.name for c in score.auto_cells if (c.score or 0) < c.max_score]
-    points = f"{score.auto_score:g}/{score.auto_max:g}"
+    points = f"{score.auto_score:g}/{score.auto_max:g}" + ("" if result.status == "graded" else f" ({result.status})")
     if mutant.kind == "bug":
         if lost:
             return Outcome(mutant, "caught", f"{points}, failed {', '.join(lost)}")
@@ -140,8 +142,9 @@ def grade_mutants(
     path) of one assignment; returns the mutants' outcomes and every score by student
     ("solution" is the unchanged solution).
 
-    The hand-ins are dealt round-robin to `jobs` workspaces (default: one per core),
-    graded side by side, each with one nbgrader run.
+    The hand-ins go into one workspace and are graded by `grade`, `jobs` at a time (default:
+    one per core): repaired, scanned, run in the sandbox, judged by the ledger and given a
+    status exactly as a student's hand-in.
     """
     solution = read_notebook(solution_path(assignment))
     outcomes: list[Outcome] = []
@@ -155,46 +158,13 @@ def grade_mutants(
         submissions[mutant.student] = mutated
         graded.append(mutant)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
-    items = list(submissions.items())
     with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:
-        base = Path(workspace or tmp)
-        chunks = [(base / f"job-{i}", dict(items[i::jobs])) for i in range(jobs)]
-        tests = ledger.test_cells(solution)
-        with ThreadPoolExecutor(jobs) as pool:
-            results = list(pool.map(lambda chunk: _grade_chunk(assignment, *chunk, tests), chunks))
-        scores = {s.student: s for chunk_scores, _ in results for s in chunk_scores}
-        events = {student: e for _, chunk_events in results for student, e in chunk_events.items()}
-    _apply_ledger(scores, events, tests)
-    outcomes.extend(classify(m, scores.get(m.student)) for m in graded)
-    return outcomes, scores
-
-
-def _grade_chunk(assignment: str, root: Path, submissions: dict, tests: dict):
-    """Scores of one nbgrader run over `submissions`, and the guard's events by student."""
-    from autograder.sandbox import Settings
-
-    ws = open_workspace(root)
-    add_sources(ws, [assignment])
-    for student, notebook in submissions.items():
-        add_submission(ws, student, assignment, notebook)
-    logs: list[list[dict]] = []
-    autograde(ws, assignment, settings=Settings(test_cells=sorted(tests)), keep=logs)
-    events: dict[str, list[dict]] = {}
-    for log in logs:
-        events.setdefault(ledger.session_student(log) or "", []).extend(log)
-    return read_scores(ws, assignment), events
-
-
-def _apply_ledger(scores: dict, events: dict, tests: dict) -> None:
-    """Zero, as `grade` does, the test cells whose verdicts differ from the solution's."""
-    if BASELINE not in events:
-        return
-    expected = {d: v["lines"] for d, v in ledger.verdicts(events[BASELINE]).items()}
-    for student, score in scores.items():
-        reasons = ledger.judge(events.get(student, []), tests, expected)
-        for cell in score.cells:
-            if cell.name in reasons and (cell.score or 0) > 0:
-                cell.score = 0.0
+        ws = open_workspace(workspace or tmp)
+        for student, notebook in submissions.items():
+            add_submission(ws, student, assignment, notebook)
+        results = {r.student: r for r in grade(ws, [assignment], jobs=jobs)}
+    outcomes.extend(classify(m, results.get(m.student)) for m in graded)
+    return outcomes, {student: r.score for student, r in results.items() if r.score is not None}
 
 
 def run_assignment(assignment: str, mutants: list[Mutant], jobs: int | None = None) -> list[Outcome]:

@@ -22,21 +22,12 @@ from __future__ import annotations
 
 import ast
 import copy
-import threading
 import uuid
 from dataclasses import dataclass, field
 
 import nbformat
 
-from autograder.course import grade_id
-
-
-_AST_LOCK = threading.Lock()  # ast.parse is not thread-safe in CPython 3.11 (grade --jobs uses threads)
-
-
-def parse(source: str) -> ast.Module:
-    with _AST_LOCK:
-        return ast.parse(source)
+from utils.cells import grade_id, is_answer, is_locked, label, nbgrader_meta, normalized_source, parse
 
 
 @dataclass
@@ -44,29 +35,6 @@ class Repair:
     notebook: nbformat.NotebookNode
     changes: list[str] = field(default_factory=list)
     match_ratio: float = 1.0  # share of the release's locked cells found in the hand-in
-
-
-def nbmeta(cell) -> dict:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return meta if isinstance(meta, dict) else {}
-
-
-def is_locked(cell) -> bool:
-    return bool(nbmeta(cell).get("locked")) and not nbmeta(cell).get("solution")
-
-
-def is_answer(cell) -> bool:
-    return bool(nbmeta(cell).get("solution"))
-
-
-def norm(source) -> str:
-    if isinstance(source, list):
-        source = "".join(source)
-    return "\n".join(line.rstrip() for line in str(source or "").strip().splitlines())
-
-
-def label(cell, index: int) -> str:
-    return grade_id(cell) or f"cell {index + 1}"
 
 
 def defines(source: str, name: str) -> bool:
@@ -86,9 +54,9 @@ def defines(source: str, name: str) -> bool:
 def _texts(release, source) -> dict[int, set[str]]:
     """Release cell index → the texts it may have in a hand-in: the release's, and for a
     graded cell also the source (solution) notebook's (a test cell with its hidden tests)."""
-    texts = {i: {norm(r.source)} for i, r in enumerate(release.cells)}
+    texts = {i: {normalized_source(r.source)} for i, r in enumerate(release.cells)}
     if source is not None:
-        by_gid = {grade_id(c): norm(c.source) for c in source.cells if grade_id(c)}
+        by_gid = {grade_id(c): normalized_source(c.source) for c in source.cells if grade_id(c)}
         for i, r in enumerate(release.cells):
             if grade_id(r) in by_gid and not is_answer(r):
                 texts[i].add(by_gid[grade_id(r)])
@@ -97,7 +65,7 @@ def _texts(release, source) -> dict[int, set[str]]:
 
 def _same_meta(a, b) -> bool:
     keys = ("grade", "grade_id", "locked", "points", "solution", "task")
-    return all(nbmeta(a).get(k) == nbmeta(b).get(k) for k in keys)
+    return all(nbgrader_meta(a).get(k) == nbgrader_meta(b).get(k) for k in keys)
 
 
 def match_cells(release, handin, source=None) -> dict[int, list[int]]:
@@ -124,11 +92,11 @@ def match_cells(release, handin, source=None) -> dict[int, list[int]]:
     for j, h in enumerate(H):
         if j not in matched and h.get("id") in by_id and by_id[h.get("id")] not in claims:
             i = by_id[h.get("id")]
-            if not grade_id(R[i]) or R[i].cell_type == h.cell_type or norm(h.source) in texts[i]:
+            if not grade_id(R[i]) or R[i].cell_type == h.cell_type or normalized_source(h.source) in texts[i]:
                 claim(i, j)
     for j, h in enumerate(H):
         if j not in matched:
-            free = [i for i in by_source.get(norm(h.source), []) if i not in claims]
+            free = [i for i in by_source.get(normalized_source(h.source), []) if i not in claims]
             if free:
                 claim(free[0], j)
     return claims
@@ -148,7 +116,7 @@ def _position_matches(release, handin, claims: dict[int, list[int]]) -> None:
         free = [j for j in range(lo + 1, hi) if j not in taken and not is_locked(H[j])]
         same = [j for j in free if H[j].cell_type == r.cell_type]
         gid = grade_id(r)
-        named = [j for j in same if r.cell_type == "code" and defines(norm(H[j].source), gid)]
+        named = [j for j in same if r.cell_type == "code" and defines(normalized_source(H[j].source), gid)]
         if named:
             claims[i] = [named[-1]]
         elif len(same) == 1:
@@ -197,14 +165,14 @@ def repair(handin, release, source=None) -> Repair:
             continue
         r, name = R[i], label(R[i], i)
         if is_answer(r):
-            answered = [j for j in js if norm(H[j].source) != norm(r.source)]
+            answered = [j for j in js if normalized_source(H[j].source) != normalized_source(r.source)]
             keep = answered[-1] if answered else js[0]
         else:
             keep = js[0]
         for j in js:
             if j == keep:
                 continue
-            if is_answer(r) and norm(H[j].source) != norm(r.source):
+            if is_answer(r) and normalized_source(H[j].source) != normalized_source(r.source):
                 extras_kept.add(j)
                 changes.append(f"{name}: a second copy of the answer cell is kept as an ordinary cell (not graded)")
             else:
@@ -257,7 +225,7 @@ def repair(handin, release, source=None) -> Repair:
             continue
         h = H[j]
         if is_locked(r):
-            if norm(h.source) not in texts[i]:
+            if normalized_source(h.source) not in texts[i]:
                 changes.append(f"{name}: locked cell had been edited: restored the release's text")
             if h.cell_type != r.cell_type:
                 changes.append(f"{name}: restored the cell type ({r.cell_type})")
@@ -276,8 +244,8 @@ def repair(handin, release, source=None) -> Repair:
             cell = _clean(h)
             if "nbgrader" in cell.get("metadata", {}) and "nbgrader" not in r.get("metadata", {}):
                 cell.metadata.pop("nbgrader")
-            if nbmeta(r):
-                cell.metadata["nbgrader"] = copy.deepcopy(nbmeta(r))
+            if nbgrader_meta(r):
+                cell.metadata["nbgrader"] = copy.deepcopy(nbgrader_meta(r))
             add(cell, r.get("id"))
         add_extras(i)
 
@@ -287,7 +255,7 @@ def repair(handin, release, source=None) -> Repair:
 
 
 def _points_note(handin_cell, release_cell) -> str:
-    got, want = nbmeta(handin_cell), nbmeta(release_cell)
+    got, want = nbgrader_meta(handin_cell), nbgrader_meta(release_cell)
     notes = []
     if got.get("points") != want.get("points") and "points" in got:
         notes.append(f"points {got.get('points')} -> {want.get('points')}")
@@ -299,7 +267,7 @@ def _points_note(handin_cell, release_cell) -> str:
 def affinity(handin, release, source=None) -> float:
     """How much of a release's locked cells a notebook contains (by grade id or text)."""
     gids = {grade_id(c) for c in handin.cells if grade_id(c)}
-    present = {norm(c.source) for c in handin.cells}
+    present = {normalized_source(c.source) for c in handin.cells}
     texts = _texts(release, source)
     locked = [i for i, r in enumerate(release.cells) if is_locked(r)]
     if not locked:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import REPO_ROOT, CourseError, grade_id, read_notebook, release_path, solution_path
+from autograder.course import REPO_ROOT, CourseError, read_notebook, release_path, solution_path
+from utils.cells import grade_id
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 README = REPO_ROOT / "README.md"

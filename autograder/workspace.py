@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.course import REPO_ROOT, SOLUTIONS_DIR, CourseError, check_assignment
+from autograder.integrity import read_guard_logs
+from autograder.sandbox import Settings, probe
 
 BASE_CONFIG = Path(__file__).resolve().parent / "nbgrader_config.py"
 DEFAULT_WORKSPACE = REPO_ROOT / "grading"
@@ -31,17 +33,48 @@ class Workspace:
     root: Path
 
     @property
+    def db_path(self) -> Path:
+        return self.root / "gradebook.db"
+
+    @property
     def db_url(self) -> str:
-        return f"sqlite:///{self.root / 'gradebook.db'}"
+        return f"sqlite:///{self.db_path}"
 
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
 
+    # An assignment's notebooks, and a hand-in's files: always (student, assignment).
+    def source_path(self, assignment: str) -> Path:
+        return self.path("source", assignment, f"{assignment}.ipynb")
+
+    def release_path(self, assignment: str) -> Path:
+        return self.path("release", assignment, f"{assignment}.ipynb")
+
     def submission_path(self, student: str, assignment: str) -> Path:
         return self.path("submitted", student, assignment, f"{assignment}.ipynb")
 
+    def original_path(self, student: str, assignment: str) -> Path:
+        """The hand-in as it arrived, before any repair."""
+        return self.path("originals", student, assignment, f"{assignment}.ipynb")
+
+    def repaired_marker(self, student: str, assignment: str) -> Path:
+        """sha1 of the repaired notebook written to submitted/ from the original."""
+        return self.path("originals", student, assignment, ".repaired.sha1")
+
     def autograded_path(self, student: str, assignment: str) -> Path:
         return self.path("autograded", student, assignment, f"{assignment}.ipynb")
+
+    def report_path(self, student: str, assignment: str) -> Path:
+        return self.path("reports", assignment, f"{student}.json")
+
+    def calibration_path(self, assignment: str) -> Path:
+        return self.path("calibration", f"{assignment}.json")
+
+    def lock_path(self, name: str) -> Path:
+        """A lock file (filelock) that grade runs on this workspace share, threads and processes."""
+        folder = self.path("locks")
+        folder.mkdir(exist_ok=True)
+        return folder / f"{name}.lock"
 
 
 def open_workspace(root: Path | str | None = None) -> Workspace:
@@ -112,6 +145,14 @@ class NotebookTimeout(CourseError):
     """The nbgrader run went past its time limit and was killed with its kernel."""
 
 
+class KernelDied(CourseError):
+    """The nbgrader run failed because the notebook's kernel died (os._exit, a crash, a kill)."""
+
+
+class GradebookLocked(CourseError):
+    """The nbgrader run failed on SQLite's "database is locked": another writer held the gradebook."""
+
+
 def run_nbgrader(
     ws: Workspace, *args: str, timeout: float | None = None, env: dict | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
@@ -144,9 +185,16 @@ def run_nbgrader(
 
 
 def _check_nbgrader(args, proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """The failed run's error, by kind. nbgrader runs in another process (a runner, or its own):
+    what went wrong reaches us only as the text of its log, so the kind is read from it."""
     if proc.returncode != 0:
-        log = (proc.stdout + proc.stderr).strip().splitlines()
-        raise CourseError(f"nbgrader {' '.join(args)} failed:\n" + "\n".join(log[-40:]))
+        log = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:])
+        text = f"nbgrader {' '.join(args)} failed:\n" + log
+        if "database is locked" in log:  # sqlite3.OperationalError's message: it has no type of its own
+            raise GradebookLocked(text)
+        if "DeadKernelError" in log or "kernel died" in log.lower():  # nbclient's exception, printed by nbgrader
+            raise KernelDied(text)
+        raise CourseError(text)
     return proc
 
 
@@ -197,25 +245,19 @@ def hidden_paths(ws: Workspace) -> list[str]:
 
 def autograde(
     ws: Workspace,
+    student: str,
     assignment: str,
-    student: str | None = None,
     settings=None,
     keep: list | None = None,
 ) -> None:
-    """nbgrader autograde one assignment, for one student or for every submission, each
-    kernel in the sandbox (`autograder.sandbox`) with `settings` (default limits).
+    """nbgrader autograde one student's hand-in of `assignment`, its kernel in the sandbox (`autograder.sandbox`) with `settings` (default limits).
 
     `keep`, a list, receives the guard logs (one list of events per kernel started)."""
-    from autograder.integrity import read_guard_logs
-    from autograder.sandbox import Settings, probe
-
     settings = settings or Settings()
     # A cell's output that stops flowing (a flood cut by the cap, a killed child) must not
     # fail the whole notebook: raise_on_iopub_timeout off.
     args = ["autograde", assignment, "--force", f"--Execute.timeout={settings.limits.cell_timeout}",
-            "--Execute.raise_on_iopub_timeout=False", "--KernelManager.transport=ipc"]
-    if student:
-        args.append(f"--student={student}")
+            "--Execute.raise_on_iopub_timeout=False", "--KernelManager.transport=ipc", f"--student={student}"]
     base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
     key = os.urandom(32)  # the guard signs its log with it: lines the notebook writes are seen
     key_file = Path(tempfile.mkstemp(prefix=".guard-", suffix=".key", dir=ws.root)[1])
@@ -229,9 +271,8 @@ def autograde(
         runtime = str(base / "runtime")  # the connection file and the kernel's sockets (nbclient uses TMPDIR)
         env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime}
         args.append(f"--KernelManager.ip={runtime}/kernel")  # Unix sockets: kernel-1 ... kernel-5
-        timeout = settings.limits.notebook_timeout if student else None
         try:
-            run_nbgrader(ws, *args, timeout=timeout, env=env)
+            run_nbgrader(ws, *args, timeout=settings.limits.notebook_timeout, env=env)
         finally:
             if keep is not None:
                 keep.extend(read_guard_logs(base, key))

@@ -82,10 +82,9 @@ sys.exit(app.main())
 
 PHASES = [  # (module, function, label): the coordinator's phases, timed by wrapping
     ("autograder.grading", "ensure_sources", "ensure_sources (sources up to date?)"),
-    ("autograder.grading", "_register_students", "register students in the gradebook"),
-    ("autograder.grading", "_originals", "keep the original"),
-    ("autograder.grading", "release_notebook", "read + validate the release notebook"),
-    ("autograder.grading", "source_notebook", "read + validate the source notebook"),
+    ("autograder.gradebook", "register_students", "register students in the gradebook"),
+    ("autograder.grading", "keep_original", "keep the original"),
+    ("autograder.grading", "read_notebook", "read + validate the release and source notebooks"),
     ("autograder.repair", "affinity", "affinity (right assignment?)"),
     ("autograder.repair", "repair", "repair against the release"),
     ("autograder.grading", "prepare", "prepare (all of the above + write)"),
@@ -96,8 +95,8 @@ PHASES = [  # (module, function, label): the coordinator's phases, timed by wrap
     ("autograder.grading", "_executed", "read the executed notebook"),
     ("autograder.integrity", "read_guard_logs", "read the guard log"),
     ("autograder.grading", "read_scores", "read scores from the gradebook"),
-    ("autograder.grading", "zero_grades", "zero grades"),
-    ("autograder.grading", "_finish", "write the report"),
+    ("autograder.gradebook", "zero_grades", "zero grades"),
+    ("autograder.grading", "finish", "write the report (and read its scores)"),
 ]
 
 

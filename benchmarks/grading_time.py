@@ -35,7 +35,7 @@ def main() -> int:
                 student = f"bench-{i}"
                 add_submission(ws, student, name, solution_path(name))
                 start = time.perf_counter()
-                autograde(ws, name, student)
+                autograde(ws, student, name)
                 times.append(time.perf_counter() - start)
             score = read_scores(ws, name, ["bench-0"])[0]
             rows.append({

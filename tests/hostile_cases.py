@@ -17,7 +17,7 @@ from nbformat.v4 import new_code_cell, new_output
 
 from autograder import course
 from autograder.demo import buggy_notebook
-from autograder.repair import is_answer, nbmeta
+from utils.cells import is_answer, nbgrader_meta
 
 import tricks
 
@@ -71,7 +71,7 @@ def first_answer(nb) -> int:
 
 
 def first_test(nb) -> int:
-    return next(i for i, c in enumerate(nb.cells) if nbmeta(c).get("grade") and c.cell_type == "code")
+    return next(i for i, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade") and c.cell_type == "code")
 
 
 def canvas(student: str, number: int = 1, copy_of: bool = True) -> str:
@@ -129,7 +129,7 @@ def edit_metadata(nb):
     """Every test cell worth 100 points, the first test renamed."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
-        if nbmeta(cell).get("grade") and cell.cell_type == "code":
+        if nbgrader_meta(cell).get("grade") and cell.cell_type == "code":
             cell.metadata["nbgrader"]["points"] = 100
     nb.cells[first_test(nb)].metadata["nbgrader"]["grade_id"] = "my_test"
     return nb
@@ -138,7 +138,7 @@ def edit_metadata(nb):
 def edited_test_cells(nb):
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
-        if nbmeta(cell).get("grade") and cell.cell_type == "code":
+        if nbgrader_meta(cell).get("grade") and cell.cell_type == "code":
             cell.source = "pass  # the student made every test pass"
     return nb
 
@@ -192,7 +192,7 @@ def cases(workspace_root: str) -> list[Case]:
         Case("blank", canvas("blank"), dump(rel), "graded", "zero", "the blank release"),
         Case("buggy", canvas("buggy"), dump(bug), "graded", "buggy", "catalog bugs"),
         # The sandbox.
-        Case("infloop", canvas("infloop"), dump(with_cell(sol, "while True:\n    pass")), "timeout", "full",
+        Case("infloop", canvas("infloop"), dump(with_cell(sol, "while True:\n    pass")), "cell-timeout", "full",
              "an infinite loop: the cell is interrupted at the per-cell limit, the rest runs"),
         Case("alloc", canvas("alloc"), dump(with_cell(sol, "import torch\nbig = torch.empty(50 * 2**30, dtype=torch.uint8)")),
              "memory-limit", "full", "a 50 GB allocation fails under the memory limit"),

@@ -7,6 +7,7 @@ again (with one job) must give the same scores.
 """
 import hashlib
 import html
+import json
 import os
 from pathlib import Path
 
@@ -154,5 +155,37 @@ def test_a_notebook_past_its_time_limit_is_stopped_and_scores_zero(tmp_path):
     target.write_bytes(dump(stuck))
     limits = Limits(cell_timeout=5, notebook_timeout=30, memory_mb=3072, output_kb=256)
     [result] = grade(ws, [ASSIGNMENT], jobs=1, limits=limits)
-    assert result.status == "timeout" and "30 s" in result.message
+    assert result.status == "notebook-timeout" and "30 s" in result.message
     assert result.score is not None and result.score.auto_score == 0
+
+
+def test_two_grade_runs_on_one_workspace_at_once_both_finish(tmp_path):
+    """Two `grade` processes (two terminals, two instructors) on one workspace: the gradebook
+    lock and the per-hand-in lock keep them apart; both finish and every row is whole."""
+    import subprocess
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    from conftest import REPO_ROOT
+
+    name = "01_tokenization_embeddings"
+    ws = open_workspace(tmp_path / "ws")
+    for student, notebook in (("alice", course.solution_path(name)), ("bob", course.release_path(name))):
+        target = ws.submission_path(student, name)
+        target.parent.mkdir(parents=True)
+        target.write_bytes(notebook.read_bytes())
+    command = [sys.executable, "-m", "autograder", "grade", name, "--workspace", str(ws.root), "--jobs", "2"]
+    runs = [subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for _ in range(2)]
+    outputs = [run.communicate(timeout=1200)[0] for run in runs]
+    for run, output in zip(runs, outputs):
+        assert run.returncode == 0, output
+        assert "database is locked" not in output
+    reports = {s: json.loads(ws.report_path(s, name).read_text()) for s in ("alice", "bob")}
+    assert {s: r["status"] for s, r in reports.items()} == {"alice": "graded", "bob": "graded"}
+    assert reports["alice"]["score"]["auto_score"] == reports["alice"]["score"]["auto_max"] > 0
+    assert reports["bob"]["score"]["auto_score"] == 0
+    with Gradebook(ws.db_url) as gb:
+        assert sorted(s.id for s in gb.students) == ["alice", "bob"]
+        assert len(gb.find_assignment(name).submissions) == 2

@@ -8,7 +8,9 @@ from hostile_cases import (
 )
 
 from autograder import course, integrity
-from autograder.repair import affinity, is_answer, is_locked, nbmeta, repair
+from autograder.repair import affinity, repair
+from autograder.status import Kind, Run, decide_status, withholds_all
+from utils.cells import is_answer, is_locked, nbgrader_meta
 
 
 def answers(nb):
@@ -18,7 +20,7 @@ def answers(nb):
 def structure(nb):
     """What nbgrader relies on: each graded or locked cell's id, type, metadata and (locked) text."""
     return [
-        (course.grade_id(c), c.cell_type, {k: nbmeta(c).get(k) for k in ("grade", "locked", "points", "solution")},
+        (course.grade_id(c), c.cell_type, {k: nbgrader_meta(c).get(k) for k in ("grade", "locked", "points", "solution")},
          c.source if is_locked(c) else None)
         for c in nb.cells if course.grade_id(c)
     ]
@@ -57,8 +59,8 @@ def test_points_and_grade_ids_come_from_the_release():
     fixed = repair(edit_metadata(sol), rel, sol)
     assert any("points 100 ->" in change for change in fixed.changes)
     assert any("grade id 'my_test'" in change for change in fixed.changes)
-    points = sum(nbmeta(c).get("points", 0) for c in fixed.notebook.cells if nbmeta(c).get("grade"))
-    assert points == sum(nbmeta(c).get("points", 0) for c in rel.cells if nbmeta(c).get("grade"))
+    points = sum(nbgrader_meta(c).get("points", 0) for c in fixed.notebook.cells if nbgrader_meta(c).get("grade"))
+    assert points == sum(nbgrader_meta(c).get("points", 0) for c in rel.cells if nbgrader_meta(c).get("grade"))
 
 
 def test_added_cells_stay_in_place_without_grading_metadata():
@@ -103,16 +105,20 @@ def test_reading_the_running_cell_is_flagged():
     sol, rel = solution(), release()
     fixed = repair(reads_running_cell(sol), rel, sol).notebook
     flags = integrity.scan(fixed, rel, integrity.protected_names(sol))
-    assert any("reads the code that is running" in f for f in flags)
+    assert any("reads the code that is running" in f.text for f in flags)
 
 
 def test_guard_logs_become_flags_and_notes():
     logs = [[{"event": "cell", "n": 1}, {"event": "done", "n": 1}, {"event": "tamper", "detail": "restored x", "n": 1},
              {"event": "network", "detail": "looked up example.com"}]]
-    flags, notes = integrity.guard_findings(logs, executed=3)
+    found = integrity.guard_findings(logs, executed=3)
+    flags, notes = [f.text for f in found if f.is_flag], [f.text for f in found if not f.is_flag]
     assert any("restored x" in f for f in flags) and any("saw 1 of the 3 cells" in f for f in flags)
     assert notes == ["network: looked up example.com"]
-    assert integrity.guard_findings([[{"event": "cell", "n": 1}]], executed=1) == ([], [])
+    assert [f.kind for f in found] == [Kind.TAMPER, Kind.NETWORK, Kind.GUARD_DISABLED]
+    assert decide_status(Run.COMPLETED, found) == "flagged" and withholds_all(found)
+    assert decide_status(Run.COMPLETED, found[1:2]) == "sandbox" and not withholds_all(found[1:2])
+    assert integrity.guard_findings([[{"event": "cell", "n": 1}]], executed=1) == []
 
 
 def test_copies_of_cells_do_not_share_ids():

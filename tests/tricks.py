@@ -14,7 +14,7 @@ import copy
 from nbformat.v4 import new_code_cell
 
 from autograder.course import grade_id
-from autograder.repair import is_answer
+from utils.cells import is_answer
 
 # The code of each piece of a trick, run in the hand-in's kernel.
 HEAD = '''import gc as _gc, sys as _sys, threading as _threading

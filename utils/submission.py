@@ -21,17 +21,13 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from utils.cells import nbgrader_meta, normalized_source
+
 MANIFEST_FILE = Path(__file__).resolve().with_name("course_manifest.json")
 PLACEHOLDER_MARK = "YOUR-GITHUB-ORG"
 # grade_ids every notebook shares; they say nothing about which notebook this is.
 COMMON_IDS = {"setup", "check_submission"}
 ANSWER_STUB = "YOUR ANSWER HERE"
-
-
-def normalized_source(source) -> str:
-    """A cell's source with line ends and trailing spaces normalized (a list of lines is joined)."""
-    text = "".join(source) if isinstance(source, list) else str(source or "")
-    return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
 def source_digest(source) -> str:
@@ -43,12 +39,6 @@ def load_manifest(path: Path = MANIFEST_FILE) -> dict:
     """{"repository", "branch", "assignments": {name: {"cells": [...]}}}."""
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
-
-def _nbgrader(cell) -> dict:
-    meta = cell.get("metadata") or {}
-    nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
-    return nbg if isinstance(nbg, dict) else {}
 
 
 @dataclass
@@ -174,7 +164,7 @@ def locate_notebook(namespace: dict | None = None) -> Path | None:
 def guess_assignment(nb: dict, file_name: str | None, manifest: dict) -> str | None:
     """Which course notebook this is: by its graded cells, else its file name, else its badge link."""
     known = manifest["assignments"]
-    ids = {_nbgrader(c).get("grade_id") for c in nb.get("cells", [])} - COMMON_IDS - {None}
+    ids = {nbgrader_meta(c).get("grade_id") for c in nb.get("cells", [])} - COMMON_IDS - {None}
     overlap = {name: len(ids & {c["grade_id"] for c in entry["cells"]}) for name, entry in known.items()}
     best = max(overlap, key=overlap.get, default=None)
     if best and overlap[best]:
@@ -242,7 +232,7 @@ def compare_structure(nb: dict, name: str, file_name: str | None, manifest: dict
 
     tagged: dict[str, list[dict]] = {}
     for cell in cells:
-        gid = _nbgrader(cell).get("grade_id")
+        gid = nbgrader_meta(cell).get("grade_id")
         if gid:
             tagged.setdefault(gid, []).append(cell)
     if not tagged and cells:
@@ -254,7 +244,7 @@ def compare_structure(nb: dict, name: str, file_name: str | None, manifest: dict
         )
         return problems, notes
 
-    untagged = [c for c in cells if not _nbgrader(c).get("grade_id")]
+    untagged = [c for c in cells if not nbgrader_meta(c).get("grade_id")]
     unanswered, unwritten = [], []
     for expected in expected_cells:
         gid, what = expected["grade_id"], _describe(expected)
@@ -282,7 +272,7 @@ def compare_structure(nb: dict, name: str, file_name: str | None, manifest: dict
                 "Fix: keep the one with your answer and delete the others (select the cell, Edit -> Delete Cells)."
             )
         cell = found[0]
-        meta = _nbgrader(cell)
+        meta = nbgrader_meta(cell)
         if cell.get("cell_type") != expected["cell_type"]:
             problems.append(
                 f"{what[0].upper() + what[1:]} was turned into a {cell.get('cell_type')} cell. "
@@ -322,7 +312,7 @@ def rerun_self_checks(nb: dict, name: str, manifest: dict, namespace: dict) -> l
     """Run each visible self-check cell of the saved notebook on a copy of `namespace`."""
     results = []
     tests = [c for c in manifest["assignments"][name]["cells"] if c["role"] == "test"]
-    by_id = {_nbgrader(c).get("grade_id"): c for c in nb.get("cells", []) if c.get("cell_type") == "code"}
+    by_id = {nbgrader_meta(c).get("grade_id"): c for c in nb.get("cells", []) if c.get("cell_type") == "code"}
     for expected in tests:
         cell = by_id.get(expected["grade_id"])
         if cell is None:
