@@ -248,7 +248,7 @@ def test_completed_notebook_passes_everything_in_a_colab_standin(dist_repository
 
 
 def test_colab_prepare_installs_only_what_is_missing_never_torch():
-    present = {"numpy", "matplotlib", "ipywidgets", "nbformat", "tqdm"}
+    present = {"numpy", "matplotlib", "ipywidgets", "nbformat", "tqdm", "tokenizers"}  # Colab ships tokenizers (with transformers)
     calls = []
     installed = colab.prepare(
         want_gpu=False, run=lambda cmd, check: calls.append(cmd),

@@ -29,6 +29,7 @@ STUDENT_REQUIREMENTS = {
     "nbformat": "nbformat>=5.9",
     "pooch": "pooch>=1.7",
     "tqdm": "tqdm>=4.66",
+    "tokenizers": "tokenizers>=0.15",
 }
 
 GPU_ADVICE = (
