@@ -36,10 +36,11 @@ def cmd_release(args) -> int:
 
 def cmd_student_cells(args) -> int:
     from autograder import student_cells
+    from autograder.config import load_config
     from autograder.dist import placeholder_warning
 
     names = assignments()
-    config = student_cells.load_config()
+    config = load_config()
     if args.check:
         bad = {}
         for name in names:

@@ -88,13 +88,13 @@ def test_mutants_of_a_missing_assignment_or_cell_are_errors_not_catches(tmp_path
 def test_leak_detection_finds_markers_and_solution_text():
     source = new_notebook(
         cells=[
-            graded_cell("def f():\n    ### BEGIN SOLUTION\n    return 41 + 1\n    ### END SOLUTION", "f", solution=True),
-            graded_cell("assert f() == 42\n### BEGIN HIDDEN TESTS\nassert f() != 0\n### END HIDDEN TESTS", "test_f", grade=True, points=1),
+            graded_cell("def f():\n    ### BEGIN SOLUTION\n    return sum([40, 1, 1])\n    x = 1\n    ### END SOLUTION", "f", solution=True),
+            graded_cell("assert f() == 42\n### BEGIN HIDDEN TESTS\nassert f() != 0 and f() > 41\n### END HIDDEN TESTS", "test_f", grade=True, points=1),
         ]
     )
-    clean = new_notebook(cells=[new_code_cell("def f():\n    raise NotImplementedError()"), new_code_cell("assert f() == 42")])
-    assert release.find_leaks(source, clean) == []
-    leaky = new_notebook(cells=[new_code_cell("def f():\n  return 41 + 1"), new_code_cell("assert f() == 42\nassert f() != 0")])
+    clean = new_notebook(cells=[new_code_cell("def f():\n    raise NotImplementedError()\nx = 1"), new_code_cell("assert f() == 42")])
+    assert release.find_leaks(source, clean) == []  # a line as short as "x = 1" is no leak
+    leaky = new_notebook(cells=[new_code_cell("def f():\n  return sum([40, 1, 1])"), new_code_cell("assert f() == 42\nassert f() != 0 and f() > 41")])
     assert len(release.find_leaks(source, leaky)) == 2
     marked = new_notebook(cells=[new_code_cell("### BEGIN SOLUTION")])
     assert "marker" in release.find_leaks(source, marked)[0]
