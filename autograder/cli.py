@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from autograder.course import CourseError, assignments, check_assignment
+from autograder.sandbox import Limits
 
 
 def _names(given: list[str]) -> list[str]:
@@ -83,14 +85,14 @@ def cmd_dist(args) -> int:
     return 0
 
 
-def _limits(args):
-    from autograder.sandbox import Limits
+def _limits(args) -> Limits:
+    """Limits() with what the command line set (every field of Limits is an option)."""
+    return Limits(**{f.name: getattr(args, f.name) for f in fields(Limits) if getattr(args, f.name) is not None})
 
-    limits = Limits()
-    for key in ("cell_timeout", "notebook_timeout", "memory_mb", "output_kb"):
-        if getattr(args, key, None) is not None:
-            setattr(limits, key, getattr(args, key))
-    return limits
+
+def _add_limit_options(parser) -> None:
+    for f in fields(Limits):
+        parser.add_argument("--" + f.name.replace("_", "-"), type=int, metavar="N", help=f"{f.metadata['help']} (default {f.default})")
 
 
 def cmd_grade(args) -> int:
@@ -210,10 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="grade on Dask workers: a scheduler address (tcp://host:8786) or local:N "
                         "(a local cluster of N workers); needs pip install .[cluster]")
-    p.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default 120)")
-    p.add_argument("--notebook-timeout", type=int, help="seconds a notebook may run (default 900)")
-    p.add_argument("--memory-mb", type=int, help="memory of a grading kernel in MiB (default 6144)")
-    p.add_argument("--output-kb", type=int, help="output a notebook may print, in KiB (default 2048)")
+    _add_limit_options(p)
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("export", help="write CSV files of the scores (totals and per question)")

@@ -100,6 +100,21 @@ def test_leak_detection_finds_markers_and_solution_text():
     assert "marker" in release.find_leaks(source, marked)[0]
 
 
+def test_cli_sets_every_limit_and_shows_the_defaults_of_limits():
+    from dataclasses import fields
+
+    from autograder import cli
+    from autograder.sandbox import Limits
+
+    options = [f"--{f.name.replace('_', '-')}" for f in fields(Limits)]
+    args = cli.build_parser().parse_args(["grade", *(x for i, o in enumerate(options) for x in (o, str(i + 1)))])
+    assert cli._limits(args) == Limits(*range(1, len(options) + 1))
+    assert cli._limits(cli.build_parser().parse_args(["grade", "--memory-mb", "100"])) == Limits(memory_mb=100)
+    grade_help = " ".join(run_cli("grade", "--help").stdout.split())
+    for f in fields(Limits):
+        assert f"--{f.name.replace('_', '-')} N {f.metadata['help']} (default {f.default})" in grade_help
+
+
 def test_the_workspace_is_never_the_repository_or_a_tracked_folder(tmp_path):
     for bad in (REPO_ROOT, REPO_ROOT.parent, REPO_ROOT / "solutions" / "x", REPO_ROOT / "notebooks"):
         with pytest.raises(CourseError):
