@@ -39,7 +39,6 @@ def cmd_release(args) -> int:
 def cmd_student_cells(args) -> int:
     from autograder import student_cells
     from autograder.config import load_config
-    from autograder.dist import placeholder_warning
 
     names = assignments()
     config = load_config()
@@ -67,22 +66,26 @@ def cmd_student_cells(args) -> int:
         for name, path in release(names).items():
             print(f"released {name} -> {path}")
         print(f"wrote {student_cells.write_manifest(names, config)}")
-    warning = placeholder_warning()
-    if warning:
-        print(warning)
+    _warn_if_placeholder()
     return 0
 
 
 def cmd_dist(args) -> int:
-    from autograder.dist import build, placeholder_warning
+    from autograder.dist import build
 
     names = _names(args.assignments)
     files = build(Path(args.out), names)
     print(f"wrote the student distribution of {', '.join(names)} to {Path(args.out).resolve()} ({len(files)} files)")
+    _warn_if_placeholder()
+    return 0
+
+
+def _warn_if_placeholder() -> None:
+    from autograder.dist import placeholder_warning
+
     warning = placeholder_warning()
     if warning:
         print(warning)
-    return 0
 
 
 def _limits(args) -> Limits:
@@ -193,21 +196,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_release)
 
     workspace_help = "grading workspace (default: $COURSE_WORKSPACE or ./grading, which git ignores)"
+
+    def hand_ins(p, assignments_help="default: every assignment", student_help="only this student (repeatable)"):
+        p.add_argument("assignments", nargs="*", help=assignments_help)
+        p.add_argument("--student", action="append", help=student_help)
+        p.add_argument("--workspace", help=workspace_help)
+
     p = sub.add_parser("collect", help="place the hand-ins of an LMS zip or a folder into WORKSPACE/submitted/")
     p.add_argument("source", help="a .zip file or a folder of hand-ins")
     p.add_argument("--workspace", help=workspace_help)
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("repair", help="restore the hand-ins' cells and metadata from the release (grade does it too)")
-    p.add_argument("assignments", nargs="*", help="default: every assignment")
-    p.add_argument("--student", action="append", help="only this student (repeatable)")
-    p.add_argument("--workspace", help=workspace_help)
+    hand_ins(p)
     p.set_defaults(func=cmd_repair)
 
     p = sub.add_parser("grade", help="repair and autograde the hand-ins in WORKSPACE/submitted/, each in a sandbox")
-    p.add_argument("assignments", nargs="*", help="default: every assignment with hand-ins")
-    p.add_argument("--student", action="append", help="grade only this student (repeatable)")
-    p.add_argument("--workspace", help=workspace_help)
+    hand_ins(p, "default: every assignment with hand-ins", "grade only this student (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="notebooks graded side by side (default 1)")
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="grade on Dask workers: a scheduler address (tcp://host:8786) or local:N "
@@ -221,9 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("feedback", help="HTML feedback per student (pass/fail and messages, never hidden tests)")
-    p.add_argument("assignments", nargs="*", help="default: every assignment")
-    p.add_argument("--student", action="append", help="only this student (repeatable)")
-    p.add_argument("--workspace", help=workspace_help)
+    hand_ins(p)
     p.set_defaults(func=cmd_feedback)
 
     p = sub.add_parser("demo", help="release and grade demo hand-ins end to end, offline")

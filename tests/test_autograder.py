@@ -2,14 +2,16 @@
 leak detection, workspace safety."""
 import subprocess
 import sys
+from dataclasses import fields
 
 import nbformat
 import pytest
 from conftest import REPO_ROOT
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder import course, mutants, release, workspace
+from autograder import cli, course, mutants, release, workspace
 from autograder.course import CourseError
+from autograder.sandbox import Limits
 
 
 def run_cli(*args):
@@ -101,11 +103,6 @@ def test_leak_detection_finds_markers_and_solution_text():
 
 
 def test_cli_sets_every_limit_and_shows_the_defaults_of_limits():
-    from dataclasses import fields
-
-    from autograder import cli
-    from autograder.sandbox import Limits
-
     options = [f"--{f.name.replace('_', '-')}" for f in fields(Limits)]
     args = cli.build_parser().parse_args(["grade", *(x for i, o in enumerate(options) for x in (o, str(i + 1)))])
     assert cli._limits(args) == Limits(*range(1, len(options) + 1))

@@ -1,4 +1,7 @@
 """utils: setup, fast mode, self-check messages, plotting and the widget fallback."""
+import importlib
+import pkgutil
+
 import pytest
 import torch
 
@@ -42,9 +45,6 @@ def test_device_can_be_forced(monkeypatch):
 
 
 def test_the_package_exports_setup_and_every_submodule_lists_its_public_names():
-    import importlib
-    import pkgutil
-
     assert utils.__all__ == ["setup"] and utils.setup is runtime.setup
     for info in pkgutil.iter_modules(utils.__path__):
         module = importlib.import_module(f"utils.{info.name}")
