@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from autograder.course import CourseError, assignments, check_assignment
+from autograder.sandbox import Limits
 
 
 def _names(given: list[str]) -> list[str]:
@@ -36,10 +38,10 @@ def cmd_release(args) -> int:
 
 def cmd_student_cells(args) -> int:
     from autograder import student_cells
-    from autograder.dist import placeholder_warning
+    from autograder.config import load_config
 
     names = assignments()
-    config = student_cells.load_config()
+    config = load_config()
     if args.check:
         bad = {}
         for name in names:
@@ -64,32 +66,36 @@ def cmd_student_cells(args) -> int:
         for name, path in release(names).items():
             print(f"released {name} -> {path}")
         print(f"wrote {student_cells.write_manifest(names, config)}")
-    warning = placeholder_warning()
-    if warning:
-        print(warning)
+    _warn_if_placeholder()
     return 0
 
 
 def cmd_dist(args) -> int:
-    from autograder.dist import build, placeholder_warning
+    from autograder.dist import build
 
     names = _names(args.assignments)
     files = build(Path(args.out), names)
     print(f"wrote the student distribution of {', '.join(names)} to {Path(args.out).resolve()} ({len(files)} files)")
-    warning = placeholder_warning()
-    if warning:
-        print(warning)
+    _warn_if_placeholder()
     return 0
 
 
-def _limits(args):
-    from autograder.sandbox import Limits
+def _warn_if_placeholder() -> None:
+    from autograder.dist import placeholder_warning
 
-    limits = Limits()
-    for key in ("cell_timeout", "notebook_timeout", "memory_mb", "output_kb"):
-        if getattr(args, key, None) is not None:
-            setattr(limits, key, getattr(args, key))
-    return limits
+    warning = placeholder_warning()
+    if warning:
+        print(warning)
+
+
+def _limits(args) -> Limits:
+    """Limits() with what the command line set (every field of Limits is an option)."""
+    return Limits(**{f.name: getattr(args, f.name) for f in fields(Limits) if getattr(args, f.name) is not None})
+
+
+def _add_limit_options(parser) -> None:
+    for f in fields(Limits):
+        parser.add_argument("--" + f.name.replace("_", "-"), type=int, metavar="N", help=f"{f.metadata['help']} (default {f.default})")
 
 
 def cmd_grade(args) -> int:
@@ -190,29 +196,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_release)
 
     workspace_help = "grading workspace (default: $COURSE_WORKSPACE or ./grading, which git ignores)"
+
+    def hand_ins(p, assignments_help="default: every assignment", student_help="only this student (repeatable)"):
+        p.add_argument("assignments", nargs="*", help=assignments_help)
+        p.add_argument("--student", action="append", help=student_help)
+        p.add_argument("--workspace", help=workspace_help)
+
     p = sub.add_parser("collect", help="place the hand-ins of an LMS zip or a folder into WORKSPACE/submitted/")
     p.add_argument("source", help="a .zip file or a folder of hand-ins")
     p.add_argument("--workspace", help=workspace_help)
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("repair", help="restore the hand-ins' cells and metadata from the release (grade does it too)")
-    p.add_argument("assignments", nargs="*", help="default: every assignment")
-    p.add_argument("--student", action="append", help="only this student (repeatable)")
-    p.add_argument("--workspace", help=workspace_help)
+    hand_ins(p)
     p.set_defaults(func=cmd_repair)
 
     p = sub.add_parser("grade", help="repair and autograde the hand-ins in WORKSPACE/submitted/, each in a sandbox")
-    p.add_argument("assignments", nargs="*", help="default: every assignment with hand-ins")
-    p.add_argument("--student", action="append", help="grade only this student (repeatable)")
-    p.add_argument("--workspace", help=workspace_help)
+    hand_ins(p, "default: every assignment with hand-ins", "grade only this student (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="notebooks graded side by side (default 1)")
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="grade on Dask workers: a scheduler address (tcp://host:8786) or local:N "
                         "(a local cluster of N workers); needs pip install .[cluster]")
-    p.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default 120)")
-    p.add_argument("--notebook-timeout", type=int, help="seconds a notebook may run (default 900)")
-    p.add_argument("--memory-mb", type=int, help="memory of a grading kernel in MiB (default 6144)")
-    p.add_argument("--output-kb", type=int, help="output a notebook may print, in KiB (default 2048)")
+    _add_limit_options(p)
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("export", help="write CSV files of the scores (totals and per question)")
@@ -221,9 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("feedback", help="HTML feedback per student (pass/fail and messages, never hidden tests)")
-    p.add_argument("assignments", nargs="*", help="default: every assignment")
-    p.add_argument("--student", action="append", help="only this student (repeatable)")
-    p.add_argument("--workspace", help=workspace_help)
+    hand_ins(p)
     p.set_defaults(func=cmd_feedback)
 
     p = sub.add_parser("demo", help="release and grade demo hand-ins end to end, offline")

@@ -13,27 +13,18 @@ instructor can commit the new distribution and push it to the address of
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+from autograder.config import load_config, requirements
 from autograder.course import REPO_ROOT, CourseError, read_notebook, release_path, solution_path
-from autograder.release import hidden_regions
-from autograder.student_cells import MANIFEST, PLACEHOLDER_MARK, load_config, readme_block
+from autograder.release import secret_lines
+from autograder.student_cells import MANIFEST, readme_block
 
 MARKER = ".course-dist"
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "STUDENT_README.md"
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-# Lines this short ("return x", ")", "else:") occur in any Python code; longer ones are
-# specific enough that finding one outside the solutions is a leak.
-MIN_LEAK_LINE = 16
-
-
-def _requirements() -> tuple[list[str], list[str]]:
-    """(run-time dependencies, a student's local front end) from pyproject.toml."""
-    import tomllib
-
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return list(project["dependencies"]), list(project.get("optional-dependencies", {}).get("lab", []))
 
 
 # A solution line that is also ordinary code elsewhere is no leak. Each entry names the file
@@ -44,32 +35,8 @@ KNOWN_COINCIDENCES = {
 }
 
 
-def _visible_lines(nb) -> set[str]:
-    """Stripped lines of a source notebook outside its solution and hidden-test regions."""
-    from autograder.release import REGION
-
-    return {line.strip() for cell in nb.cells for line in REGION.sub("", cell.source).splitlines()}
-
-
-def secret_lines(names: list[str]) -> set[str]:
-    """Every distinctive line (stripped) of the solution regions and hidden tests of `names`
-    that no notebook of the course also shows outside them (a line one notebook shows on
-    purpose, such as a reference used by a visible check, is not a secret elsewhere)."""
-    notebooks = [read_notebook(solution_path(name)) for name in names]
-    public = set().union(*(_visible_lines(nb) for nb in notebooks))
-    return {
-        line.strip()
-        for nb in notebooks
-        for region in hidden_regions(nb)
-        for line in region.splitlines()
-        if len(line.strip()) >= MIN_LEAK_LINE and line.strip() not in public
-    }
-
-
 def find_leaks(out: Path, secrets: set[str]) -> list[str]:
     """'file: line' for each secret line found in a text file under `out` (JSON strings are decoded)."""
-    import json
-
     leaks = []
     for path in sorted(p for p in out.rglob("*") if p.is_file() and ".git" not in p.relative_to(out).parts):
         try:
@@ -107,8 +74,16 @@ def student_readme(names: list[str]) -> str:
     return text.replace("{badges}", readme_block(names, config))
 
 
-def environment_yml(run: list[str], lab: list[str]) -> str:
-    deps = ["python>=3.10"] + [("pytorch" + r[len("torch"):]) if r.startswith("torch") else r for r in run + lab]
+def requirements_txt(student: list[str]) -> str:
+    return (
+        "# The course's notebooks on your own machine: pip install -r requirements.txt\n"
+        "# (in Colab nothing is needed: the first cell of each notebook takes care of it)\n"
+        + "".join(f"{r}\n" for r in student)
+    )
+
+
+def environment_yml(student: list[str]) -> str:
+    deps = ["python>=3.10"] + [("pytorch" + r[len("torch"):]) if r.startswith("torch") else r for r in student]
     return (
         "# Conda environment for the course's notebooks: conda env create -f environment.yml\n"
         "name: sequence-models\nchannels:\n  - pytorch\n  - conda-forge\ndependencies:\n"
@@ -133,17 +108,14 @@ def build(out: Path, names: list[str]) -> list[Path]:
     shutil.copytree(REPO_ROOT / "utils", out / "utils", ignore=IGNORED)
     shutil.copytree(REPO_ROOT / "datasets", out / "datasets", ignore=IGNORED)
     shutil.copyfile(REPO_ROOT / "LICENSE", out / "LICENSE")
-    run, lab = _requirements()
-    (out / "requirements.txt").write_text(
-        "# The course's notebooks on your own machine: pip install -r requirements.txt\n"
-        "# (in Colab nothing is needed: the first cell of each notebook takes care of it)\n"
-        + "".join(f"{r}\n" for r in run + lab), encoding="utf-8")
-    (out / "environment.yml").write_text(environment_yml(run, lab), encoding="utf-8")
+    needs = requirements()
+    (out / "requirements.txt").write_text(requirements_txt(needs.student), encoding="utf-8")
+    (out / "environment.yml").write_text(environment_yml(needs.student), encoding="utf-8")
     (out / "README.md").write_text(student_readme(names), encoding="utf-8")
     (out / ".gitignore").write_text(".ipynb_checkpoints/\n__pycache__/\n.venv/\n", encoding="utf-8")
     (out / MARKER).write_text("written by python -m autograder dist; the whole folder is rewritten next time\n")
 
-    leaks = find_leaks(out, secret_lines(names))
+    leaks = find_leaks(out, secret_lines([read_notebook(solution_path(name)) for name in names]))
     if leaks:
         _clear(out)
         raise CourseError("the distribution would leak solution or hidden-test lines:\n  " + "\n  ".join(leaks[:20]))
@@ -152,7 +124,7 @@ def build(out: Path, names: list[str]) -> list[Path]:
 
 def placeholder_warning() -> str | None:
     config = load_config()
-    if PLACEHOLDER_MARK in config.repository:
+    if config.placeholder:
         return ("warning: [tool.course] repository in pyproject.toml is still the placeholder "
                 f"{config.repository}; the Colab badges and bootstrap will not work until it is set "
                 "(then run: python -m autograder student-cells)")

@@ -20,24 +20,18 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.release import REGION
+from autograder.release import secret_lines
 from autograder.scores import read_scores
 from autograder.status import STATUSES
 from autograder.workspace import Workspace
 from utils.cells import grade_id
 
-MIN_LINE = 6  # shorter hidden lines ("else:", ")") say nothing about the tests
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def hidden_lines(source_nb) -> set[str]:
-    """Every line of the hidden-test regions of a source notebook, stripped."""
-    lines = set()
-    for cell in source_nb.cells:
-        for kind, body in REGION.findall(cell.source):
-            if kind == "HIDDEN TESTS":
-                lines |= {line.strip() for line in body.splitlines() if len(line.strip()) >= MIN_LINE}
-    return lines
+    """The lines of a source notebook's hidden tests that no feedback page may show."""
+    return secret_lines([source_nb], kinds=("HIDDEN TESTS",))
 
 
 def scrub(text: str, hidden: set[str], limit: int = 1500) -> str:

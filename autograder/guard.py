@@ -2,7 +2,8 @@
 sandbox forbids, caps the output, keeps student code from tampering with the tests, and
 keeps the ledger of the test cells' verdicts.
 
-Threat model (README, "The sandbox"): the hand-in's code runs in this process, before,
+Threat model (README, "What a hand-in cannot do to its grade"; the sandbox around it:
+README, "The sandbox"): the hand-in's code runs in this process, before,
 between and *during* the test cells (a test calls the student's functions). Python has
 no private memory, so the guard keeps everything that decides a grade where Python code
 cannot reach it: in the closure of an audit hook. An audit hook cannot be removed or

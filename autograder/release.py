@@ -15,27 +15,42 @@ REGION = re.compile(
 )
 
 
-def hidden_regions(source_nb) -> list[str]:
-    """Text of every solution and hidden-test region of a source notebook."""
-    regions = []
-    for cell in source_nb.cells:
-        for _, body in REGION.findall(cell.source):
-            body = "\n".join(line.strip() for line in body.strip().splitlines() if line.strip())
-            if body:
-                regions.append(body)
-    return regions
+# The one rule for what counts as a line of a solution or a hidden test, for the release
+# (`find_leaks` below), the student distribution (autograder.dist) and the feedback pages
+# (autograder.feedback): a stripped line at least this long, inside a region, that the
+# notebooks do not also show outside their regions. Shorter lines ("return x", ")",
+# "else:") occur in any Python code; longer ones are specific enough that finding one
+# elsewhere is a leak.
+MIN_SECRET_LINE = 16
+REGION_KINDS = ("SOLUTION", "HIDDEN TESTS")
+
+
+def visible_lines(source_nb) -> set[str]:
+    """Stripped lines of a source notebook outside its solution and hidden-test regions."""
+    return {line.strip() for cell in source_nb.cells for line in REGION.sub("", cell.source).splitlines()}
+
+
+def secret_lines(source_nbs, kinds: tuple[str, ...] = REGION_KINDS) -> set[str]:
+    """The distinctive lines (stripped) of the `kinds` regions of the source notebooks,
+    less any line that one of them shows outside its regions (a reference that a visible
+    check defines is no secret elsewhere)."""
+    shown = set().union(*(visible_lines(nb) for nb in source_nbs))
+    return {
+        line.strip()
+        for nb in source_nbs
+        for cell in nb.cells
+        for kind, body in REGION.findall(cell.source) if kind in kinds
+        for line in body.splitlines()
+        if len(line.strip()) >= MIN_SECRET_LINE and line.strip() not in shown
+    }
 
 
 def find_leaks(source_nb, release_nb) -> list[str]:
     """What of the solution or the hidden tests a release notebook still shows."""
-    released = "\n".join(
-        "\n".join(line.strip() for line in cell.source.splitlines()) for cell in release_nb.cells
-    )
-    leaks = [f"marker '### {m}'" for m in MARKERS if m in released]
-    for region in hidden_regions(source_nb):
-        if region in released:
-            first = region.splitlines()[0]
-            leaks.append(f"hidden region starting {first[:60]!r}")
+    released = {line.strip() for cell in release_nb.cells for line in cell.source.splitlines()}
+    text = "\n".join(released)
+    leaks = [f"marker '### {m}'" for m in MARKERS if m in text]
+    leaks += [f"line {line[:60]!r}" for line in sorted(secret_lines([source_nb]) & released)]
     return leaks
 
 

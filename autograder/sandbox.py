@@ -56,16 +56,22 @@ AT_FDCWD, AT_RECURSIVE, O_CLOEXEC = -100, 0x8000, 0o2000000
 OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH, MOUNT_ATTR_RDONLY = 1, 4, 1
 
 
+def _limit(default: int, meaning: str):
+    return field(default=default, metadata={"help": meaning})
+
+
 @dataclass
 class Limits:
-    """What one graded notebook may use. Times in seconds, sizes in MiB (output in KiB)."""
+    """What one graded notebook may use: the defaults are set here and only here (each is an
+    option of `python -m autograder grade`, whose help shows them; the base nbgrader
+    configuration takes its cell timeout from here too)."""
 
-    cell_timeout: int = 120        # per cell (nbgrader interrupts the cell, the rest still runs)
-    notebook_timeout: int = 900    # per notebook (the run is killed; the hand-in scores 0)
-    memory_mb: int = 6144          # address space of the kernel (RLIMIT_AS)
-    output_kb: int = 2048          # text and display output the kernel may send, in total
-    file_mb: int = 256             # largest file the kernel may write (RLIMIT_FSIZE)
-    processes: int = 128           # RLIMIT_NPROC (threads count too) for the kernel's own user
+    cell_timeout: int = _limit(120, "seconds a cell may run (nbgrader interrupts it; the rest still runs)")
+    notebook_timeout: int = _limit(900, "seconds a notebook may run (the run is killed; the hand-in scores 0)")
+    memory_mb: int = _limit(6144, "MiB of address space of a grading kernel (RLIMIT_AS)")
+    output_kb: int = _limit(2048, "KiB of text and display output a notebook may send, in total")
+    file_mb: int = _limit(256, "MiB of the largest file a grading kernel may write (RLIMIT_FSIZE)")
+    processes: int = _limit(128, "processes and threads of a grading kernel's user (RLIMIT_NPROC)")
 
 
 @dataclass

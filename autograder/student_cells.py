@@ -3,33 +3,34 @@
 `python -m autograder student-cells` rewrites, in every solution notebook:
 
 * a markdown cell at the top with the "Open in Colab" badge of the notebook;
-* the bootstrap at the start of the locked setup cell (before `import utils`): in
-  Colab it clones the student distribution and calls `utils.colab.prepare()`;
-  elsewhere it only lets `import utils` find the course folder the notebook sits in;
-* a locked last cell that calls `utils.check_submission()`;
+* the bootstrap at the start of the locked setup cell (before its `from utils...`
+  imports): in Colab it clones the student distribution and calls
+  `utils.colab.prepare()`; elsewhere it only lets Python find the `utils` of the course
+  folder the notebook sits in;
+* a locked last cell that calls `utils.submission.check_submission()`;
 
 and the block of badges in README.md; then it regenerates the release and the
-manifest that check_submission() compares against (`utils/course_manifest.json`).
+manifest (`utils/course_manifest.json`) that check_submission() compares against and
+that carries pyproject's run-time requirements to `utils.colab.prepare()`.
 It is idempotent: run it again after adding a notebook or changing the address.
-The address, branch and GPU notebooks come from `[tool.course]` in pyproject.toml.
+The address, branch and GPU notebooks come from `[tool.course]` in pyproject.toml
+(read by `autograder.config`).
 """
 from __future__ import annotations
 
 import copy
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
+from autograder.config import PLACEHOLDER_MARK, CourseConfig, load_config, requirements
 from autograder.course import REPO_ROOT, CourseError, read_notebook, release_path, solution_path
 from utils.cells import grade_id
 
-PYPROJECT = REPO_ROOT / "pyproject.toml"
 README = REPO_ROOT / "README.md"
 MANIFEST = REPO_ROOT / "utils" / "course_manifest.json"
-PLACEHOLDER_MARK = "YOUR-GITHUB-ORG"
 
 BADGE_ID = "colab-badge"
 CHECK_ID = "check-submission"
@@ -39,48 +40,6 @@ BOOT_END = "# <<< course bootstrap"
 README_BEGIN = "<!-- colab-badges: written by `python -m autograder student-cells` -->"
 README_END = "<!-- /colab-badges -->"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
-
-
-@dataclass
-class CourseConfig:
-    repository: str
-    branch: str = "main"
-    gpu_notebooks: list[str] = field(default_factory=list)
-
-    @property
-    def placeholder(self) -> bool:
-        return PLACEHOLDER_MARK in self.repository
-
-    @property
-    def github_slug(self) -> str:
-        """owner/name of a GitHub address (Colab opens notebooks from GitHub)."""
-        m = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", self.repository)
-        if not m:
-            raise CourseError(
-                f"[tool.course] repository = {self.repository!r} is not a GitHub address "
-                "(https://github.com/OWNER/NAME); Colab's badge can only open notebooks from GitHub"
-            )
-        return f"{m.group(1)}/{m.group(2)}"
-
-    def colab_url(self, name: str) -> str:
-        return f"https://colab.research.google.com/github/{self.github_slug}/blob/{self.branch}/notebooks/{name}/{name}.ipynb"
-
-
-def load_config(pyproject: Path = PYPROJECT) -> CourseConfig:
-    """The [tool.course] table of pyproject.toml."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        try:
-            import tomli as tomllib
-        except ImportError:
-            raise CourseError("reading pyproject.toml needs Python 3.11+ (or pip install tomli)") from None
-    table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("course")
-    if not table or not table.get("repository"):
-        raise CourseError(f"{pyproject}: set [tool.course] repository = \"https://github.com/OWNER/NAME\"")
-    config = CourseConfig(str(table["repository"]), str(table.get("branch", "main")), list(table.get("gpu_notebooks", [])))
-    config.github_slug  # validates the address
-    return config
 
 
 # ---------------------------------------------------------------- the generated cells
@@ -115,8 +74,8 @@ def bootstrap_block(name: str, config: CourseConfig, repository: str | None = No
             f"        subprocess.run(['git', 'clone', '--quiet', '--depth', '1', {branch}COURSE_REPOSITORY, _course], check=True)",
         ]),
         "    sys.path.insert(0, _course)",
-        "    import utils.colab",
-        f"    utils.colab.prepare(want_gpu={want_gpu})",
+        "    from utils.colab import prepare",
+        f"    prepare(want_gpu={want_gpu})",
         "except ModuleNotFoundError as _error:",
         "    if not (_error.name or '').startswith('google'):",
         "        raise",
@@ -133,7 +92,8 @@ def check_cell_source() -> str:
     return (
         "# Before you hand in (locked): checks the notebook as saved, the way the grader will read it, and\n"
         "# reruns the visible self-checks. Save first (Ctrl+S; Colab saves by itself), then run this cell.\n"
-        "utils.check_submission()"
+        "from utils.submission import check_submission\n"
+        "check_submission()"
     )
 
 
@@ -176,9 +136,12 @@ def _with_bootstrap(source: str, block: str) -> str:
     return "\n".join(lines[:head] + block.split("\n") + lines[head:])
 
 
+IMPORTS_UTILS = re.compile(r"^(import utils\b|from utils\b)", re.MULTILINE)
+
+
 def _imports_utils_after_bootstrap(source: str) -> bool:
     end = source.find(BOOT_END)
-    return end >= 0 and re.search(r"^(import utils\b|from utils\b)", source[end:], re.MULTILINE) is not None
+    return end >= 0 and IMPORTS_UTILS.search(source[end:]) is not None
 
 
 def apply(nb, name: str, config: CourseConfig, repository: str | None = None):
@@ -189,11 +152,11 @@ def apply(nb, name: str, config: CourseConfig, repository: str | None = None):
     if len(setup) != 1:
         raise CourseError(f"{name}: expected one setup cell (grade_id 'setup'), found {len(setup)}")
     setup_source = setup[0].source
-    if "import utils" not in setup_source:
-        raise CourseError(f"{name}: the setup cell does not `import utils`")
+    if not IMPORTS_UTILS.search(_strip_bootstrap(setup_source)):
+        raise CourseError(f"{name}: the setup cell imports nothing from utils")
     setup[0].source = _with_bootstrap(setup_source, bootstrap_block(name, config, repository))
     if not _imports_utils_after_bootstrap(setup[0].source):
-        raise CourseError(f"{name}: the setup cell must `import utils` after its leading comments")
+        raise CourseError(f"{name}: the setup cell must import from utils after its leading comments")
     nb.cells = [_badge_cell(name, config)] + cells + [_check_cell()]
     return nb
 
@@ -204,7 +167,7 @@ def problems(nb, name: str, config: CourseConfig) -> list[str]:
     if not nb.cells or not _generated(nb.cells[0], "colab-badge") or nb.cells[0].source != badge_source(name, config):
         found.append("the first cell is not the canonical Open in Colab badge")
     if not nb.cells or grade_id(nb.cells[-1]) != CHECK_GRADE_ID or nb.cells[-1].source != check_cell_source():
-        found.append("the last cell is not the canonical utils.check_submission() cell")
+        found.append("the last cell is not the canonical check_submission() cell")
     setup = [c for c in nb.cells if grade_id(c) == "setup"]
     if len(setup) != 1 or bootstrap_block(name, config) not in setup[0].source:
         found.append("the setup cell does not start with the canonical course bootstrap")
@@ -269,9 +232,11 @@ def build_manifest(names: list[str], config: CourseConfig, release_dir: Path | N
         return (release_dir / name / f"{name}.ipynb") if release_dir else release_path(name)
 
     return {
-        "about": "Structure of the release notebooks, for utils.check_submission(); written by `python -m autograder release`.",
+        "about": "Structure of the release notebooks, for utils.submission.check_submission(), and the run-time requirements "
+                 "that utils.colab.prepare() installs; written by `python -m autograder release`.",
         "repository": config.repository,
         "branch": config.branch,
+        "requirements": requirements().run,
         "assignments": {name: manifest_entry(read_notebook(path(name))) for name in names},
     }
 

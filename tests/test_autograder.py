@@ -2,14 +2,16 @@
 leak detection, workspace safety."""
 import subprocess
 import sys
+from dataclasses import fields
 
 import nbformat
 import pytest
 from conftest import REPO_ROOT
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder import course, mutants, release, workspace
+from autograder import cli, course, mutants, release, workspace
 from autograder.course import CourseError
+from autograder.sandbox import Limits
 
 
 def run_cli(*args):
@@ -88,16 +90,26 @@ def test_mutants_of_a_missing_assignment_or_cell_are_errors_not_catches(tmp_path
 def test_leak_detection_finds_markers_and_solution_text():
     source = new_notebook(
         cells=[
-            graded_cell("def f():\n    ### BEGIN SOLUTION\n    return 41 + 1\n    ### END SOLUTION", "f", solution=True),
-            graded_cell("assert f() == 42\n### BEGIN HIDDEN TESTS\nassert f() != 0\n### END HIDDEN TESTS", "test_f", grade=True, points=1),
+            graded_cell("def f():\n    ### BEGIN SOLUTION\n    return sum([40, 1, 1])\n    x = 1\n    ### END SOLUTION", "f", solution=True),
+            graded_cell("assert f() == 42\n### BEGIN HIDDEN TESTS\nassert f() != 0 and f() > 41\n### END HIDDEN TESTS", "test_f", grade=True, points=1),
         ]
     )
-    clean = new_notebook(cells=[new_code_cell("def f():\n    raise NotImplementedError()"), new_code_cell("assert f() == 42")])
-    assert release.find_leaks(source, clean) == []
-    leaky = new_notebook(cells=[new_code_cell("def f():\n  return 41 + 1"), new_code_cell("assert f() == 42\nassert f() != 0")])
+    clean = new_notebook(cells=[new_code_cell("def f():\n    raise NotImplementedError()\nx = 1"), new_code_cell("assert f() == 42")])
+    assert release.find_leaks(source, clean) == []  # a line as short as "x = 1" is no leak
+    leaky = new_notebook(cells=[new_code_cell("def f():\n  return sum([40, 1, 1])"), new_code_cell("assert f() == 42\nassert f() != 0 and f() > 41")])
     assert len(release.find_leaks(source, leaky)) == 2
     marked = new_notebook(cells=[new_code_cell("### BEGIN SOLUTION")])
     assert "marker" in release.find_leaks(source, marked)[0]
+
+
+def test_cli_sets_every_limit_and_shows_the_defaults_of_limits():
+    options = [f"--{f.name.replace('_', '-')}" for f in fields(Limits)]
+    args = cli.build_parser().parse_args(["grade", *(x for i, o in enumerate(options) for x in (o, str(i + 1)))])
+    assert cli._limits(args) == Limits(*range(1, len(options) + 1))
+    assert cli._limits(cli.build_parser().parse_args(["grade", "--memory-mb", "100"])) == Limits(memory_mb=100)
+    grade_help = " ".join(run_cli("grade", "--help").stdout.split())
+    for f in fields(Limits):
+        assert f"--{f.name.replace('_', '-')} N {f.metadata['help']} (default {f.default})" in grade_help
 
 
 def test_the_workspace_is_never_the_repository_or_a_tracked_folder(tmp_path):

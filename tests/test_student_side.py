@@ -1,7 +1,7 @@
 """The students' side, used the way a student and an instructor use it:
 
 * every solution notebook carries the generated cells in canonical form (Colab badge on
-  top, bootstrap before `import utils` in the setup cell, `utils.check_submission()` last),
+  top, bootstrap before the setup cell's utils imports, `check_submission()` last),
   and the manifest check_submission reads matches the release;
 * `python -m autograder dist OUT` contains no line of any solution or hidden test, and
   the release notebooks run from a clean copy of OUT;
@@ -12,6 +12,7 @@
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,13 +23,13 @@ import pytest
 from conftest import REPO_ROOT
 from notebook_helpers import completed_notebook, errors, execute, outputs_text, write
 
-from autograder import course, student_cells
-from autograder.dist import KNOWN_COINCIDENCES, MIN_LEAK_LINE, build, find_leaks
-from autograder.release import REGION
+from autograder import config, course, student_cells
+from autograder.dist import KNOWN_COINCIDENCES, build, find_leaks
+from autograder.release import secret_lines
 from utils import colab, submission
 
 ASSIGNMENTS = course.assignments()
-CONFIG = student_cells.load_config()
+CONFIG = config.load_config()
 STANDIN = Path(__file__).resolve().parent / "colab_standin"
 
 
@@ -40,10 +41,10 @@ def test_every_solution_has_the_canonical_student_cells(name):
     nb = course.read_notebook(course.solution_path(name))
     assert student_cells.problems(nb, name, CONFIG) == [], "run: python -m autograder student-cells"
     setup = next(c for c in nb.cells if course.grade_id(c) == "setup").source
-    assert setup.index(student_cells.BOOT_END) < setup.index("\nimport utils")
+    assert setup.index(student_cells.BOOT_END) < student_cells.IMPORTS_UTILS.search(setup).start()
     release = course.read_notebook(course.release_path(name))
     assert "colab.research.google.com/github/" in release.cells[0].source
-    assert release.cells[-1].source.endswith("utils.check_submission()")
+    assert release.cells[-1].source.endswith("from utils.submission import check_submission\ncheck_submission()")
 
 
 def test_student_cells_are_idempotent_and_restore_lost_cells():
@@ -59,18 +60,18 @@ def test_student_cells_are_idempotent_and_restore_lost_cells():
 
 
 def test_bootstrap_follows_the_configured_address_and_gpu_list():
-    config = student_cells.CourseConfig("https://github.com/acme/seq-course", "spring", ["07_transformer"])
-    block = student_cells.bootstrap_block("07_transformer", config)
+    acme = config.CourseConfig("https://github.com/acme/seq-course", "spring", ["07_transformer"])
+    block = student_cells.bootstrap_block("07_transformer", acme)
     assert "COURSE_REPOSITORY = 'https://github.com/acme/seq-course'" in block
     assert "'--branch', 'spring'" in block and "want_gpu=True" in block
-    assert "want_gpu=False" in student_cells.bootstrap_block("01_tokenization_embeddings", config)
+    assert "want_gpu=False" in student_cells.bootstrap_block("01_tokenization_embeddings", acme)
     assert "pip" not in block and "torch" not in block.replace("(never torch)", "")
-    assert config.colab_url("03_lstm").endswith("/github/acme/seq-course/blob/spring/notebooks/03_lstm/03_lstm.ipynb")
+    assert acme.colab_url("03_lstm").endswith("/github/acme/seq-course/blob/spring/notebooks/03_lstm/03_lstm.ipynb")
     placeholder = student_cells.bootstrap_block("01_tokenization_embeddings", CONFIG)
     if CONFIG.placeholder:
         assert "address is not set yet" in placeholder and "git', 'clone" not in placeholder
     with pytest.raises(course.CourseError, match="not a GitHub address"):
-        student_cells.CourseConfig("https://gitlab.com/acme/course").github_slug
+        config.CourseConfig("https://gitlab.com/acme/course").github_slug
 
 
 def test_readme_badges_and_manifest_are_up_to_date():
@@ -92,17 +93,7 @@ def dist(tmp_path_factory):
 
 
 def _secret_lines():
-    """Every line (stripped, at least MIN_LEAK_LINE long) of every solution region and hidden
-    test, except lines that some source notebook shows outside those regions on purpose
-    (a reference that one notebook's visible check defines may be another's hidden test)."""
-    notebooks = [course.read_notebook(course.solution_path(name)) for name in ASSIGNMENTS]
-    shown = {line.strip() for nb in notebooks for cell in nb.cells for line in REGION.sub("", cell.source).splitlines()}
-    lines = set()
-    for nb in notebooks:
-        for cell in nb.cells:
-            for _, body in REGION.findall(cell.source):
-                lines |= {l.strip() for l in body.splitlines() if len(l.strip()) >= MIN_LEAK_LINE} - shown
-    return lines
+    return secret_lines([course.read_notebook(course.solution_path(name)) for name in ASSIGNMENTS])
 
 
 def test_dist_has_the_student_files_and_nothing_of_the_instructor(dist):
@@ -177,6 +168,50 @@ def test_release_notebook_runs_from_a_clean_copy_of_the_dist(dist, tmp_path, nam
     assert outputs_text(check, "stderr") == ""
 
 
+def _torch_requirement() -> str:
+    """The torch a student environment gets here: $TORCH, else the Makefile's TORCH (the CPU
+    build the course is tested with, which pip takes from a local file where there is one)."""
+    default = re.search(r"^TORCH \?= *(\S+)", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE).group(1)
+    return os.environ.get("TORCH") or default
+
+
+@pytest.fixture(scope="module")
+def student_kernel(dist, tmp_path_factory):
+    """JUPYTER_PATH of a "python3" kernel whose Python is a fresh virtual environment that has
+    exactly the student distribution's requirements.txt (torch pinned as above) and nothing of
+    the instructor's environment: what a student who installs the distribution has."""
+    root = tmp_path_factory.mktemp("student-env")
+    python = root / "venv" / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-qq", "-r", str(dist / "requirements.txt"), _torch_requirement()],
+                   check=True, timeout=1800)
+    spec = root / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "student environment", "language": "python",
+    }))
+    return root / "jupyter", python
+
+
+@pytest.mark.slow
+def test_blank_releases_run_their_setup_and_locked_cells_with_only_the_student_requirements(dist, student_kernel, tmp_path):
+    """Every release notebook's setup cell and locked cells (test cells included), run from a
+    copy of the distribution in the student environment, find every module and file they import."""
+    jupyter_path, python = student_kernel
+    clean = tmp_path / "course"
+    shutil.copytree(dist, clean)
+    for name in ASSIGNMENTS:
+        nb = course.read_notebook(clean / "notebooks" / name / f"{name}.ipynb")
+        nb.cells = [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("locked")]
+        nb.cells.append(nbformat.v4.new_code_cell("import sys\nprint(sys.executable)"))
+        execute(nb, clean / "notebooks" / name, {"COURSE_FAST": "1", "JUPYTER_PATH": str(jupyter_path)})
+        assert outputs_text(nb.cells[-1]).strip() == str(python), "the cells did not run in the student environment"
+        setup = next(c for c in nb.cells if course.grade_id(c) == "setup")
+        assert not errors(setup), (name, errors(setup))
+        assert not _missing_pieces(nb), (name, _missing_pieces(nb))
+
+
 # ------------------------------------------------------------------ Colab, with a stand-in
 
 
@@ -248,22 +283,23 @@ def test_completed_notebook_passes_everything_in_a_colab_standin(dist_repository
 
 
 def test_colab_prepare_installs_only_what_is_missing_never_torch():
-    present = {"numpy", "matplotlib", "ipywidgets", "nbformat", "tqdm", "tokenizers"}  # Colab ships tokenizers (with transformers)
+    present = {colab.requirement_name(r) for r in colab.student_requirements()} - {"pooch"}
     calls = []
     installed = colab.prepare(
         want_gpu=False, run=lambda cmd, check: calls.append(cmd),
-        find_spec=lambda module: object() if module in present else None,
+        installed=lambda distribution: distribution in present,
     )
     assert installed == ["pooch>=1.7"]
     assert calls == [[sys.executable, "-m", "pip", "install", "--quiet", "pooch>=1.7"]]
-    assert colab.prepare(run=lambda *a, **k: pytest.fail("nothing to install"), find_spec=lambda m: object()) == []
-    assert all(not r.startswith("torch") for r in colab.missing_requirements(find_spec=lambda m: None))
+    assert colab.prepare(run=lambda *a, **k: pytest.fail("nothing to install"), installed=lambda d: True) == []
+    assert all(not r.startswith("torch") for r in colab.missing_requirements(installed=lambda d: False))
 
 
-def test_colab_requirements_are_pyprojects_run_time_dependencies_without_torch():
-    tomllib = pytest.importorskip("tomllib")
-    deps = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert sorted(colab.STUDENT_REQUIREMENTS.values()) == sorted(d for d in deps if not d.startswith("torch"))
+def test_colab_installs_pyprojects_run_time_dependencies_without_torch():
+    """The manifest carries pyproject's `dependencies` to the Colab bootstrap (release --check keeps it current)."""
+    assert submission.load_manifest()["requirements"] == config.requirements().run
+    assert colab.student_requirements() == [d for d in config.requirements().run if not d.startswith("torch")]
+    assert colab.is_installed("numpy") and not colab.is_installed("no-such-course-package")
 
 
 def test_colab_gpu_advice_says_how_to_switch_the_runtime():

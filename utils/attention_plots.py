@@ -7,6 +7,8 @@ from typing import Sequence
 from utils.plotting import _axes, plot_heatmap
 from utils.widgets import widgets_available
 
+__all__ = ["plot_query_bars", "attention_explorer"]
+
 
 def plot_query_bars(weights_row, tokens: Sequence[str], query: str, title: str | None = None, ax=None):
     """Bar chart of one query's attention weights (Lk,) over the key tokens."""

@@ -4,9 +4,10 @@ The setup cell of every notebook starts with a short bootstrap (written by the
 instructor's `python -m autograder student-cells`). In Colab it clones the course's
 student distribution, puts it on `sys.path` and calls `prepare()` below, which
 
-* installs only the packages of the course that Colab lacks (never torch: Colab's own
-  build matches its GPU driver, and a package that is already there is never upgraded,
-  so Colab's ipywidgets stays the one its front end speaks);
+* installs only the packages of the course that Colab lacks: the run-time requirements
+  of pyproject.toml, which the course manifest (utils/course_manifest.json) carries,
+  less torch (Colab's own build matches its GPU driver); a package that is already
+  there is never upgraded, so Colab's ipywidgets stays the one its front end speaks;
 * turns on Colab's custom widget manager, so ipywidgets explorers render;
 * for a notebook that wants a GPU, checks for one and says how to switch the runtime.
 
@@ -14,23 +15,41 @@ Outside Colab nothing here runs.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
+import importlib.metadata
+import re
 import subprocess
 import sys
 from typing import Callable
 
-# Import name -> pip requirement: the course's run-time needs (pyproject's
-# `dependencies`) without torch, which Colab always has and must keep.
-# tests/test_colab.py checks this against pyproject.toml.
-STUDENT_REQUIREMENTS = {
-    "numpy": "numpy>=1.24",
-    "matplotlib": "matplotlib>=3.7",
-    "ipywidgets": "ipywidgets>=8",
-    "nbformat": "nbformat>=5.9",
-    "pooch": "pooch>=1.7",
-    "tqdm": "tqdm>=4.66",
-    "tokenizers": "tokenizers>=0.15",
-}
+from utils.submission import load_manifest
+
+__all__ = ["GPU_ADVICE", "enable_widgets", "gpu_advice", "is_installed", "missing_requirements", "prepare", "requirement_name",
+           "student_requirements"]
+
+# Colab's own torch build matches its GPU driver: never installed over it.
+KEEP = ("torch",)
+
+
+def student_requirements(manifest: dict | None = None) -> list[str]:
+    """The course's run-time requirements (pyproject's `dependencies`, carried by the
+    manifest that `python -m autograder release` writes) less torch."""
+    run = (manifest or load_manifest())["requirements"]
+    return [req for req in run if requirement_name(req) not in KEEP]
+
+
+def requirement_name(requirement: str) -> str:
+    """The distribution a pip requirement names ("numpy>=1.24" -> "numpy")."""
+    return re.match(r"\s*([A-Za-z0-9_.\-]+)", requirement).group(1).lower()
+
+
+def is_installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
 
 GPU_ADVICE = (
     "This notebook is built for a GPU, and this Colab runtime has none.\n"
@@ -41,11 +60,12 @@ GPU_ADVICE = (
 
 
 def missing_requirements(
-    requirements: dict[str, str] = STUDENT_REQUIREMENTS,
-    find_spec: Callable[[str], object] = importlib.util.find_spec,
+    requirements: list[str] | None = None,
+    installed: Callable[[str], bool] = is_installed,
 ) -> list[str]:
-    """The pip requirements whose module cannot be imported here (installed ones are kept as they are)."""
-    return [req for module, req in requirements.items() if find_spec(module) is None]
+    """The pip requirements not installed here (installed ones are kept as they are)."""
+    return [req for req in (student_requirements() if requirements is None else requirements)
+            if not installed(requirement_name(req))]
 
 
 def gpu_advice(cuda_available: bool) -> str | None:
@@ -66,10 +86,10 @@ def enable_widgets() -> bool:
 def prepare(
     want_gpu: bool = False,
     run: Callable = subprocess.run,
-    find_spec: Callable[[str], object] = importlib.util.find_spec,
+    installed: Callable[[str], bool] = is_installed,
 ) -> list[str]:
     """Make a fresh Colab runtime ready for the course; returns what was pip-installed."""
-    missing = missing_requirements(find_spec=find_spec)
+    missing = missing_requirements(installed=installed)
     if missing:
         print("Colab: installing what this runtime lacks: " + ", ".join(missing))
         run([sys.executable, "-m", "pip", "install", "--quiet", *missing], check=True)

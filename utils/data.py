@@ -18,6 +18,9 @@ import json
 import os
 from pathlib import Path
 
+__all__ = ["DatasetUnavailable", "registry", "entry", "cache_dir", "sha256_of", "dataset_path", "load_text"]
+
+
 REGISTRY_FILE = Path(__file__).resolve().parent.parent / "datasets" / "registry.json"
 DEFAULT_CACHE = Path.home() / ".cache" / "sequence-models"
 DOWNLOAD_TIMEOUT_S = 30

@@ -16,6 +16,9 @@ import torch
 
 from utils.translation import normalize_sentence
 
+__all__ = ["split_sentence", "join_tokens", "Lexicon", "TranslationBatch", "collate_pairs", "iterate_batches"]
+
+
 _TOKEN = re.compile(
     r"\w+'(?:t|s|re|ll|ve|d|m)\b"  # English contraction, one token: can't, it's, we'll
     r"|\w+'"                       # French elision, apostrophe kept: j' l' qu' aujourd'

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+__all__ = ["pca_2d", "plot_embeddings_2d", "plot_lines", "plot_heatmap"]
+
 
 def _axes(ax, figsize=(6, 4)):
     import matplotlib.pyplot as plt

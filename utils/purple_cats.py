@@ -22,6 +22,9 @@ import random
 from dataclasses import dataclass
 from typing import NamedTuple
 
+__all__ = ["VERBS", "PurpleCatsPair", "NounPhrase", "purple_cats_pairs", "translate_purple_cats"]
+
+
 # english singular -> (english plural, french singular, french plural, gender)
 NOUNS = {
     "cat": ("cats", "chat", "chats", "m"),

@@ -6,6 +6,9 @@ import random
 import sys
 import warnings
 
+__all__ = ["fast_mode", "in_colab", "seed_everything", "get_device", "quiet_warnings", "setup"]
+
+
 FAST_ENV_VARS = ("NBGRADER_EXECUTION", "COURSE_FAST")
 
 

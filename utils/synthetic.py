@@ -18,6 +18,12 @@ import math
 
 import torch
 
+__all__ = [
+    "ADDING_BASELINE_MSE", "adding_problem", "copy_memory", "copy_memory_baseline", "LastStateRegressor",
+    "train_adding", "RecurrentTagger", "train_copy_memory",
+]
+
+
 ADDING_BASELINE_MSE = 1.0 / 6.0
 """MSE of always predicting 1.0 on the adding problem: Var(U1 + U2) for U ~ Uniform(0, 1)."""
 

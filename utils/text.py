@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+__all__ = ["CharCodec", "split_ids", "random_windows"]
+
 
 @dataclass(frozen=True)
 class CharCodec:

@@ -38,6 +38,13 @@ from typing import Any, Callable
 
 import torch
 
+__all__ = [
+    "TrainConfig", "History", "choose_precision", "device_precision", "autocast", "make_scaler",
+    "unwrap", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "count_tokens",
+    "evaluate", "train", "plot_history",
+]
+
+
 PRECISIONS = ("bf16", "fp16", "fp32")
 
 

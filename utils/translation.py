@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 
 from utils.data import load_text
 
+__all__ = ["TranslationPairs", "normalize_sentence", "parse_translation_pairs", "load_translation_pairs"]
+
+
 # Characters that French typography puts before ? ! : ; and that look like spaces.
 _SPACE_LIKE = {"\u00a0": " ", "\u202f": " ", "\u2009": " "}
 

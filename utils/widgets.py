@@ -16,6 +16,8 @@ from typing import Callable
 
 from utils.runtime import fast_mode
 
+__all__ = ["widgets_available", "step_explorer", "static_html", "show_widget"]
+
 
 def widgets_available() -> bool:
     """True when ipywidgets imports and an IPython kernel with a front end is running.
