@@ -11,6 +11,8 @@ import threading
 
 _AST_LOCK = threading.Lock()  # ast.parse is not thread-safe in CPython 3.11 (grade --jobs uses threads)
 
+__all__ = ["grade_id", "is_answer", "is_locked", "is_test", "label", "nbgrader_meta", "normalized_source", "parse"]
+
 
 def nbgrader_meta(cell) -> dict:
     """The cell's nbgrader metadata ({} when it has none, or something that is not a dict)."""

@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from utils.cells import nbgrader_meta, normalized_source
+from utils.runtime import in_colab
+
+__all__ = ["ANSWER_STUB", "COMMON_IDS", "MANIFEST_FILE", "PLACEHOLDER_MARK", "Report", "check_submission", "compare_structure",
+           "guess_assignment", "inspect_submission", "load_manifest", "locate_notebook", "rerun_self_checks", "source_digest"]
 
 MANIFEST_FILE = Path(__file__).resolve().with_name("course_manifest.json")
 PLACEHOLDER_MARK = "YOUR-GITHUB-ORG"
@@ -78,14 +82,6 @@ class Report:
 
 
 # ---------------------------------------------------------------- reading the notebook
-
-
-def in_colab() -> bool:
-    try:
-        import google.colab  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _colab_notebook() -> dict:
