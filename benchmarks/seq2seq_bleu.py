@@ -27,12 +27,13 @@ BUCKETS = [(3, 6), (7, 9), (10, 12), (13, 15), (16, 25)]
 
 
 def notebook_namespace() -> dict:
-    """Run the setup, given and solution cells of the solution notebook; return its globals."""
+    """Run the setup, given and solution cells of the solution notebook (not its experiments, tests or
+    the check_submission cell); return its globals."""
     os.environ.setdefault("MPLBACKEND", "agg")
     ns: dict = {}
     for cell in read_notebook(solution_path(NAME)).cells:
         gid = grade_id(cell) or ""
-        if cell.cell_type == "code" and gid and not gid.startswith(("exp_", "test_")):
+        if cell.cell_type == "code" and gid and not gid.startswith(("exp_", "test_")) and gid != "check_submission":
             exec(compile(cell.source, gid, "exec"), ns)
     return ns
 
