@@ -3,13 +3,19 @@
     python benchmarks/transformer.py attention                 # time (and GPU memory) against L
     python benchmarks/transformer.py train --config fast       # a few seconds on a CPU
     python benchmarks/transformer.py train --config shakespeare_char   # the GPU comparison (about 2 x 3-15 min)
+    python benchmarks/transformer.py kv                        # generate against generate_cached (KV cache)
+    python benchmarks/transformer.py translate                 # English->French: BLEU greedy against beam search
 
 `train` trains the course's GPT (the solution notebook's LayerNorm, FeedForward, GPT and lr_at,
 executed from solutions/07_transformer) and the same model built only from PyTorch's modules
 (nn.TransformerEncoder of pre-norm GELU layers with a causal mask, tied embeddings), with the
 same data, schedule, initialisation and loop (utils.training), one after the other on the same
 device. It records wall time to a validation loss of 1.47, the final validation loss, tokens per
-second and peak GPU memory, and the ratios. Results go to results/transformer_*.json.
+second and peak GPU memory, and the ratios. `kv` times the solution's GPT.generate against its
+generate_cached for growing numbers of new tokens. `translate` trains the solution's Transformer with
+its label_smoothed_loss on the Tatoeba pairs (the notebook's CPU configuration) and scores greedy
+decoding and the notebook's beam_translate with sacrebleu on the same held-out sentences.
+Results go to results/transformer_*.json.
 """
 from __future__ import annotations
 
@@ -43,14 +49,18 @@ CONFIGS = {
 }
 
 
+COURSE_CELLS = ("LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Transformer", "GPTBlock", "sample_logits",
+                "GPT", "generate_cached", "lr_at", "label_smoothed_loss", "exp_mt_beam_search")
+
+
 def course_namespace() -> dict:
-    """LayerNorm, FeedForward, GPT and lr_at as defined by the solution notebook's cells."""
+    """The solution notebook's graded classes and functions (and its given beam search), from its cells."""
     import nbformat
 
     nb = nbformat.read(SOLUTION, as_version=4)
     namespace = {"torch": torch, "nn": nn, "F": F, "math": math}
     for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") in ("LayerNorm", "FeedForward", "GPT", "lr_at"):
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in COURSE_CELLS:
             exec(compile(cell.source, f"<{SOLUTION.name}>", "exec"), namespace)
     return namespace
 
@@ -191,6 +201,103 @@ def training(args, device) -> None:
     print("saved", save(f"transformer_train_{args.config}", rows))
 
 
+def kv_cache(args, device) -> None:
+    """Wall time of GPT.generate (whole context every step) against generate_cached, same seed."""
+    ns = course_namespace()
+    torch.manual_seed(0)
+    model = ns["GPT"](65, max(args.new_tokens) + 1, args.d_model, 4, args.layers, 4 * args.d_model).to(device).eval()
+    prompt = torch.zeros(1, 1, dtype=torch.long, device=device)
+    rows = []
+    for n in args.new_tokens:
+        row = {"new_tokens": n, "d_model": args.d_model, "layers": args.layers, "batch": 1}
+        outputs = {}
+        for name, fn in [("no_cache", lambda: model.generate(prompt, n)),
+                         ("cache", lambda: ns["generate_cached"](model, prompt, n))]:
+            times = []
+            for _ in range(args.repeat):
+                torch.manual_seed(1)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                outputs[name] = fn()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - start)
+            row[f"{name}_s"] = round(sorted(times)[len(times) // 2], 3)
+        row["speedup"] = round(row["no_cache_s"] / row["cache_s"], 2)
+        row["same_tokens"] = bool(torch.equal(outputs["no_cache"], outputs["cache"]))
+        rows.append(row)
+        print(row)
+    print("saved", save("transformer_kv_cache", rows))
+
+
+def translation(args, device) -> None:
+    """Train the course Transformer (label smoothing 0.1) and compare greedy and beam-search BLEU."""
+    import sacrebleu
+
+    from utils.lexicon import Lexicon, collate_pairs, join_tokens, split_sentence
+    from utils.training import TrainConfig, train
+    from utils.translation import load_translation_pairs
+
+    ns = course_namespace()
+    cfg = dict(d_model=96, num_heads=4, num_layers=2, d_ff=384, dropout=0.1, batch_size=64,
+               max_steps=args.max_steps, warmup_steps=50, max_lr=2e-3, min_lr=2e-4, eval_every=100, n_test=args.n_test)
+    # the notebook's data preparation (section 9, CPU configuration)
+    pairs = [(split_sentence(en), split_sentence(fr)) for en, fr in load_translation_pairs("eng-fra-tatoeba").pairs]
+    pairs = [p for p in pairs if 0 < len(p[0]) <= 20 and 0 < len(p[1]) <= 20]
+    order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(0)).tolist()
+    pairs = [pairs[i] for i in order]
+    n = cfg["n_test"]
+    test_pairs, val_pairs, train_pairs = pairs[:n], pairs[n:2 * n], pairs[2 * n:]
+    src_lex = Lexicon([en for en, _ in train_pairs], min_count=2)
+    tgt_lex = Lexicon([fr for _, fr in train_pairs], min_count=2)
+
+    def batch(split, generator):
+        pool = train_pairs if split == "train" else val_pairs
+        chosen = torch.randint(len(pool), (cfg["batch_size"],), generator=generator).tolist()
+        b = collate_pairs([pool[i] for i in chosen], src_lex, tgt_lex).to(device)
+        return b.src, b.tgt_in, b.tgt_out
+
+    def loss_fn(model, b):
+        src, tgt_in, tgt_out = b
+        logits = model(src, tgt_in, src_pad=src != src_lex.pad_id, tgt_pad=tgt_in != tgt_lex.pad_id)
+        return ns["label_smoothed_loss"](logits, tgt_out, tgt_lex.pad_id, args.smoothing)
+
+    torch.manual_seed(0)
+    model = ns["Transformer"](len(src_lex), len(tgt_lex), cfg["d_model"], cfg["num_heads"], cfg["num_layers"], cfg["d_ff"],
+                              max_len=32, dropout=cfg["dropout"], norm_first=True).to(device)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                  lr=cfg["max_lr"], betas=(0.9, 0.99))
+    lr_at = ns["lr_at"]
+    history = train(model, optimizer, batch, loss_fn,
+                    TrainConfig(max_steps=cfg["max_steps"], eval_every=cfg["eval_every"], eval_batches=10, grad_clip=1.0,
+                                progress=args.progress),
+                    lr_schedule=lambda s: lr_at(s, cfg["warmup_steps"], cfg["max_steps"], cfg["max_lr"], cfg["min_lr"]))
+    model.eval()
+    references = [[join_tokens(fr) for _, fr in test_pairs]]
+    results = {}
+    for beam in args.beams:
+        start = time.perf_counter()
+        outputs = []
+        with torch.no_grad():
+            for en, _ in test_pairs:
+                ids = torch.tensor(src_lex.to_ids(en), device=device)
+                outputs.append(tgt_lex.to_tokens(ns["beam_translate"](model, ids, tgt_lex.bos_id, tgt_lex.eos_id,
+                                                                      max_len=24, beam_size=beam)))
+        bleu = sacrebleu.corpus_bleu([join_tokens(o) for o in outputs], references)
+        results[beam] = {"beam_size": beam, "bleu": round(bleu.score, 2), "bleu_detail": str(bleu),
+                         "decode_s": round(time.perf_counter() - start, 1)}
+        print(results[beam])
+    rows = [{"config": {k: v for k, v in cfg.items()}, "label_smoothing": args.smoothing, "train_pairs": len(train_pairs),
+             "test_sentences": n, "final_val_loss": round(history.eval_val_loss[-1], 4),
+             "train_time_s": round(history.train_time, 1),
+             "note": "beam_size 1 is greedy decoding (beam_translate with one beam equals the argmax loop)"}]
+    rows += list(results.values())
+    print("saved", save("transformer_translation", rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -205,6 +312,17 @@ def main() -> None:
     t.add_argument("--max-steps", type=int, default=None, help="override the configuration's step count")
     t.add_argument("--compile", action="store_true", help="torch.compile both models")
     t.add_argument("--progress", action="store_true", help="show the progress bar")
+    k = sub.add_parser("kv", help="generate against generate_cached")
+    k.add_argument("--new-tokens", type=int, nargs="+", default=[64, 128, 256, 512])
+    k.add_argument("--d-model", type=int, default=128)
+    k.add_argument("--layers", type=int, default=4)
+    k.add_argument("--repeat", type=int, default=3)
+    tr = sub.add_parser("translate", help="English->French Transformer: BLEU greedy against beam search")
+    tr.add_argument("--max-steps", type=int, default=800)
+    tr.add_argument("--n-test", type=int, default=500)
+    tr.add_argument("--beams", type=int, nargs="+", default=[1, 4])
+    tr.add_argument("--smoothing", type=float, default=0.1)
+    tr.add_argument("--progress", action="store_true")
     args = parser.parse_args()
     from utils.runtime import get_device, setup
 
@@ -214,6 +332,10 @@ def main() -> None:
         if args.lengths is None:
             args.lengths = [256, 512, 1024, 2048, 4096, 8192] if device.type == "cuda" else [128, 256, 512, 1024, 2048]
         attention(args, device)
+    elif args.what == "kv":
+        kv_cache(args, device)
+    elif args.what == "translate":
+        translation(args, device)
     else:
         training(args, device)
 
