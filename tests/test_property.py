@@ -3,7 +3,7 @@ sandbox, guard, nbgrader, ledger): a hand-in that plays tricks on the grader nev
 scores above the same answers handed in honestly.
 
 For each assignment the honest hand-in is the demo's buggy notebook (the solution with
-catalog bugs, so it scores below full; 03's scores 0), and the hostile one is the same
+catalog bugs, so it scores below full), and the hostile one is the same
 notebook with every trick of tests/tricks.py at once (values that decide their own
 comparison, checks neutralized and torch's references poisoned while the tests run,
 refused reaches for the grader's objects), saved as Windows Notepad saves it.

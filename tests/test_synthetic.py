@@ -79,7 +79,16 @@ def test_last_state_regressor_sets_the_forget_bias_and_reads_the_last_state():
     x2[:, :-1] += 1.0  # earlier steps change the output only through the state
     assert not torch.allclose(model(x2), out)
     with pytest.raises(ValueError):
-        synthetic.LastStateRegressor("gru", 4)
+        synthetic.LastStateRegressor("transformer", 4)
+
+
+def test_last_state_regressor_gru_sets_the_update_gate_bias():
+    torch.manual_seed(0)
+    model = synthetic.LastStateRegressor("gru", 4, forget_bias=2.5)
+    assert isinstance(model.rnn, torch.nn.GRU)
+    bias = model.rnn.bias_ih_l0 + model.rnn.bias_hh_l0
+    assert torch.allclose(bias[4:8], torch.full((4,), 2.5))  # r, z, n: the z block
+    assert model(torch.randn(3, 6, 2)).shape == (3,)
 
 
 @pytest.fixture

@@ -98,18 +98,21 @@ def copy_memory_baseline(delay: int, num_symbols: int = 8, copy_len: int = 10) -
 
 class LastStateRegressor(torch.nn.Module):
     """A one-layer recurrent network that reads x (B, T, input_size) and predicts one number
-    per sequence from its last hidden state → (B,). `cell` is "rnn" (tanh, nn.RNN) or
-    "lstm" (nn.LSTM, forget-gate bias initialised to `forget_bias`)."""
+    per sequence from its last hidden state → (B,). `cell` is "rnn" (tanh, nn.RNN), "lstm"
+    (nn.LSTM, forget-gate bias initialised to `forget_bias`) or "gru" (nn.GRU, update-gate
+    bias initialised to `forget_bias`: the gate that keeps the old state, the GRU's
+    counterpart of the forget gate)."""
 
     def __init__(self, cell: str, hidden_size: int, input_size: int = 2, forget_bias: float = 1.0):
         super().__init__()
-        if cell not in ("rnn", "lstm"):
-            raise ValueError(f"cell must be 'rnn' or 'lstm', got {cell!r}")
-        layer = torch.nn.RNN if cell == "rnn" else torch.nn.LSTM
-        self.rnn = layer(input_size, hidden_size, batch_first=True)
+        layers = {"rnn": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
+        if cell not in layers:
+            raise ValueError(f"cell must be 'rnn', 'lstm' or 'gru', got {cell!r}")
+        self.rnn = layers[cell](input_size, hidden_size, batch_first=True)
         self.head = torch.nn.Linear(hidden_size, 1)
-        if cell == "lstm":
-            with torch.no_grad():  # PyTorch's gate order is i, f, g, o: the f block is the second
+        if cell != "rnn":
+            # PyTorch's block orders: i, f, g, o (LSTM) and r, z, n (GRU); f and z are the second
+            with torch.no_grad():
                 self.rnn.bias_ih_l0[hidden_size:2 * hidden_size].fill_(forget_bias)
                 self.rnn.bias_hh_l0[hidden_size:2 * hidden_size].zero_()
 
