@@ -28,6 +28,11 @@ def lock(ws: Workspace) -> FileLock:
     return FileLock(ws.lock_path("gradebook"))
 
 
+def workspace_lock(ws: Workspace) -> FileLock:
+    """The lock of a whole `grade` run on `ws`: two runs on one workspace take turns."""
+    return FileLock(ws.lock_path("grade"))
+
+
 def retry(action, attempts: int = ATTEMPTS):
     """`action()`, tried again (after 1, 2, ... s) while the gradebook is locked by a writer
     beside us: SQLAlchemy's OperationalError in this process, GradebookLocked from an

@@ -117,17 +117,20 @@ def grade(
         from autograder.cluster import _dask, grade_pairs  # Dask is optional: only when asked for
 
         _dask()  # says how to install it before any work
-    ensure_sources(ws, names)
-    ensure_scripts_on_path()
-    pairs = [(s, n) for n in names for s in submitted(ws, n) if not students or s in students]
-    if not cluster and pairs:
-        nbgrader_runner.warm_up(min(max(1, jobs), len(pairs)))  # they import nbgrader meanwhile
-    if pairs:
-        gradebook.register_students(ws, sorted({s for s, _ in pairs}))
-    if cluster:
-        return grade_pairs(ws, pairs, cluster, limits) if pairs else []
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        return list(pool.map(lambda pair: grade_one(ws, *pair, limits=limits), pairs))
+    # A second `grade` on the same workspace (another terminal, another instructor) waits for
+    # this one: the sources, releases and calibration it rewrites are read by this run's nbgrader.
+    with gradebook.workspace_lock(ws):
+        ensure_sources(ws, names)
+        ensure_scripts_on_path()
+        pairs = [(s, n) for n in names for s in submitted(ws, n) if not students or s in students]
+        if not cluster and pairs:
+            nbgrader_runner.warm_up(min(max(1, jobs), len(pairs)))  # they import nbgrader meanwhile
+        if pairs:
+            gradebook.register_students(ws, sorted({s for s, _ in pairs}))
+        if cluster:
+            return grade_pairs(ws, pairs, cluster, limits) if pairs else []
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            return list(pool.map(lambda pair: grade_one(ws, *pair, limits=limits), pairs))
 
 
 def keep_original(ws: Workspace, student: str, assignment: str) -> Path:
