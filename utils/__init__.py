@@ -31,9 +31,4 @@ bootstrap can import utils.colab before the packages Colab lacks are installed.
 """
 from utils.runtime import setup
 
-# Until the notebooks import these three from their submodules (issue 17, the notebook
-# engineers' part): then delete this line.
-from utils.data import DatasetUnavailable, load_text  # noqa: F401
-from utils.runtime import fast_mode  # noqa: F401
-
 __all__ = ["setup"]
