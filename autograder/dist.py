@@ -32,6 +32,7 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 KNOWN_COINCIDENCES = {
     ("utils/text.py", "return len(self.itos)"),  # CharCodec.__len__; also Vocab.__len__ in 01
     ("utils/lexicon.py", "return len(self.itos)"),  # Lexicon.__len__, likewise
+    ("utils/lexicon.py", "for token in tokens:"),  # Lexicon.encode's loop; also 01's bpe_tokenize
 }
 
 
