@@ -35,6 +35,7 @@ from autograder import gradebook, ledger, nbgrader_runner
 from autograder.course import (
     SOLUTIONS_DIR, CourseError, assignments, check_assignment, load_notebook, read_notebook, release_path,
 )
+from autograder.experiments import experiment_cells
 from autograder.integrity import guard_findings, protected_names, scan
 from autograder.repair import affinity, repair
 from autograder.sandbox import Limits, Settings
@@ -216,7 +217,8 @@ def _run(ws: Workspace, student: str, assignment: str, limits, source, tests: di
     """nbgrader autograde of the hand-in in the sandbox: how it ended, and why when it did not
     complete. `logs` receives the guard's logs."""
     settings = Settings(limits=limits, notebook=str(ws.submission_path(student, assignment)),
-                        protected_names=protected_names(source), test_cells=sorted(tests))
+                        protected_names=protected_names(source), test_cells=sorted(tests),
+                        experiment_cells=experiment_cells(source))
 
     def attempt():
         logs.clear()
@@ -260,7 +262,8 @@ def _calibration_run(root: Path, assignment: str, source: Path, limits) -> list[
     add_submission(scratch, "solution", assignment, source)
     nb = read_notebook(scratch.source_path(assignment))
     settings = Settings(limits=limits, notebook=str(scratch.submission_path("solution", assignment)),
-                        protected_names=protected_names(nb), test_cells=sorted(ledger.test_cells(nb)))
+                        protected_names=protected_names(nb), test_cells=sorted(ledger.test_cells(nb)),
+                        experiment_cells=experiment_cells(nb))
     logs: list[list[dict]] = []
     autograde(scratch, "solution", assignment, settings=settings, keep=logs)
     return [e for events in logs for e in events]

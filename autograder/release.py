@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from autograder.experiments import experiment_cells
 from autograder.course import RELEASE_DIR, CourseError, read_notebook, release_path, solution_path
 from autograder.workspace import add_sources, open_workspace
 
@@ -63,7 +64,12 @@ def build_release(names: list[str], out_dir: Path) -> dict[str, Path]:
         for name in names:
             generated = ws.path("release", name)
             nb_file = generated / f"{name}.ipynb"
-            leaks = find_leaks(read_notebook(solution_path(name)), read_notebook(nb_file))
+            source = read_notebook(solution_path(name))
+            try:
+                experiment_cells(source)
+            except CourseError as exc:
+                raise CourseError(f"{name}: {exc}") from None
+            leaks = find_leaks(source, read_notebook(nb_file))
             if leaks:
                 raise CourseError(f"the release of {name} leaks: " + "; ".join(leaks))
             target = out_dir / name

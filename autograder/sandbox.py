@@ -85,6 +85,7 @@ class Settings:
     isolation: list = field(default_factory=list)  # the unshare prefix from probe() ([]: none)
     protected_names: list = field(default_factory=list)  # names the tests import (guard)
     test_cells: list = field(default_factory=list)  # sha1[:16] of each test cell's source (the ledger)
+    experiment_cells: list = field(default_factory=list)  # sha1[:16] of the cells not run (autograder.experiments)
     key_file: str = ""              # the log's MAC key, in the hidden workspace (read before isolation)
 
     def to_env(self) -> str:

@@ -1,7 +1,7 @@
 """The pipeline's proofs, for every assignment (COURSE_SPEC section 4):
 
-1. the solution notebook, autograded through nbgrader, gets full marks, and its test
-   cells write nothing to stderr;
+1. the solution notebook, autograded through nbgrader, gets full marks, its test
+   cells write nothing to stderr, and no cell ends in an error (its experiments skipped);
 2. the blank release gets zero on every autograded test cell;
 3. every `bug` mutant of the catalog loses points, every `correct` variant keeps full marks;
 4. notebooks/ equals a fresh release of solutions/ (no drift).
@@ -67,6 +67,20 @@ def test_solution_test_cells_write_nothing_to_stderr(graded, name):
         if any(out.get("name") == "stderr" for out in cell.outputs)
     ]
     assert not noisy, f"test cells writing to stderr on the solution: {noisy}"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_solution_runs_without_an_error_when_its_experiments_are_skipped(graded, name):
+    """Grading skips the cells tagged as experiments (autograder/experiments.py): no other cell
+    may depend on what they compute."""
+    _, scores = graded(name)
+    nb = nbformat.read(scores[mutants.BASELINE].autograded, as_version=4)
+    failing = [
+        f"{course.grade_id(cell) or index}: {out.get('ename')}: {str(out.get('evalue', ''))[:80]}"
+        for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
+        for out in cell.outputs if out.get("output_type") == "error"
+    ]
+    assert not failing, f"cells of the graded solution that end in an error: {failing}"
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)

@@ -11,7 +11,14 @@ import threading
 
 _AST_LOCK = threading.Lock()  # ast.parse is not thread-safe in CPython 3.11 (grade --jobs uses threads)
 
-__all__ = ["grade_id", "is_answer", "is_locked", "is_test", "label", "nbgrader_meta", "normalized_source", "parse"]
+__all__ = [
+    "EXPERIMENT_TAG", "grade_id", "is_answer", "is_experiment", "is_locked", "is_test", "label", "nbgrader_meta",
+    "normalized_source", "parse",
+]
+
+# The Jupyter tag of a locked cell that only shows an experiment (a plot, a training run):
+# it grades nothing, and the grader does not run it (autograder/experiments.py).
+EXPERIMENT_TAG = "experiment"
 
 
 def nbgrader_meta(cell) -> dict:
@@ -39,6 +46,13 @@ def is_answer(cell) -> bool:
 def is_test(cell) -> bool:
     """An autograded test cell: graded, not an answer."""
     return cell.get("cell_type") == "code" and bool(nbgrader_meta(cell).get("grade")) and not is_answer(cell)
+
+
+def is_experiment(cell) -> bool:
+    """A cell tagged as a locked experiment (whether it may be one: autograder.experiments)."""
+    meta = cell.get("metadata") or {}
+    tags = meta.get("tags") if isinstance(meta, dict) else None
+    return isinstance(tags, list) and EXPERIMENT_TAG in tags
 
 
 def normalized_source(source) -> str:
