@@ -156,7 +156,7 @@ def test_release_notebook_runs_from_a_clean_copy_of_the_dist(dist, tmp_path, nam
     shutil.copytree(dist, clean)
     folder = clean / "notebooks" / name
     nb = nbformat.read(folder / f"{name}.ipynb", as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell("print(utils.__file__)"))
+    nb.cells.append(nbformat.v4.new_code_cell("import utils\nprint(utils.__file__)"))
     execute(nb, folder, {"COURSE_FAST": "1"})
     setup = next(c for c in nb.cells if course.grade_id(c) == "setup")
     assert not errors(setup), errors(setup)
@@ -238,7 +238,7 @@ def _run_in_colab_standin(nb, name, repository, tmp_path):
     saved = tmp_path / "drive" / f"Copy of {name}.ipynb"  # Colab's name for a copy
     saved.parent.mkdir()
     write(nb, saved)
-    nb.cells.append(nbformat.v4.new_code_cell("print(utils.__file__)"))
+    nb.cells.append(nbformat.v4.new_code_cell("import utils\nprint(utils.__file__)"))
     log = tmp_path / "colab.log"
     env = {
         "PYTHONPATH": os.pathsep.join(filter(None, [str(STANDIN), os.environ.get("PYTHONPATH")])),
