@@ -6,8 +6,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from autograder.experiments import experiment_cells
 from autograder.course import RELEASE_DIR, CourseError, read_notebook, release_path, solution_path
+from autograder.experiments import experiment_cells
 from autograder.workspace import add_sources, open_workspace
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")

@@ -56,10 +56,15 @@ def test_solution_gets_full_marks(graded, name):
     assert solution.auto_max > 0 and not failed, f"the solution fails {failed}"
 
 
+def _graded_solution(graded, name):
+    """The solution's notebook as nbgrader executed it."""
+    _, scores = graded(name)
+    return nbformat.read(scores[mutants.BASELINE].autograded, as_version=4)
+
+
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_solution_test_cells_write_nothing_to_stderr(graded, name):
-    _, scores = graded(name)
-    nb = nbformat.read(scores[mutants.BASELINE].autograded, as_version=4)
+    nb = _graded_solution(graded, name)
     noisy = [
         course.grade_id(cell)
         for cell in nb.cells
@@ -73,8 +78,7 @@ def test_solution_test_cells_write_nothing_to_stderr(graded, name):
 def test_solution_runs_without_an_error_when_its_experiments_are_skipped(graded, name):
     """Grading skips the cells tagged as experiments (autograder/experiments.py): no other cell
     may depend on what they compute."""
-    _, scores = graded(name)
-    nb = nbformat.read(scores[mutants.BASELINE].autograded, as_version=4)
+    nb = _graded_solution(graded, name)
     failing = [
         f"{course.grade_id(cell) or index}: {out.get('ename')}: {str(out.get('evalue', ''))[:80]}"
         for index, cell in enumerate(nb.cells) if cell.cell_type == "code"

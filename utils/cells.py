@@ -21,10 +21,14 @@ __all__ = [
 EXPERIMENT_TAG = "experiment"
 
 
+def _metadata(cell) -> dict:
+    meta = cell.get("metadata") or {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def nbgrader_meta(cell) -> dict:
     """The cell's nbgrader metadata ({} when it has none, or something that is not a dict)."""
-    meta = cell.get("metadata") or {}
-    found = meta.get("nbgrader") if isinstance(meta, dict) else None
+    found = _metadata(cell).get("nbgrader")
     return found if isinstance(found, dict) else {}
 
 
@@ -50,8 +54,7 @@ def is_test(cell) -> bool:
 
 def is_experiment(cell) -> bool:
     """A cell tagged as a locked experiment (whether it may be one: autograder.experiments)."""
-    meta = cell.get("metadata") or {}
-    tags = meta.get("tags") if isinstance(meta, dict) else None
+    tags = _metadata(cell).get("tags")
     return isinstance(tags, list) and EXPERIMENT_TAG in tags
 
 
