@@ -205,6 +205,8 @@ def _command(request: dict) -> int:
     from jupyter_core.utils import ensure_event_loop
     from nbgrader.apps.nbgraderapp import NbGraderApp
 
+    from autograder import forkserver
+
     saved_env, saved_path, saved_cwd = dict(os.environ), list(sys.path), os.getcwd()
     log = os.open(request["log"], os.O_WRONLY | os.O_APPEND)
     saved_fds = os.dup(1), os.dup(2)
@@ -212,6 +214,9 @@ def _command(request: dict) -> int:
     os.dup2(log, 2)
     os.environ.clear()
     os.environ.update(request["env"])
+    address = forkserver.address_for(request["env"])  # kernels forked from a preloaded process
+    if address:
+        os.environ[forkserver.ADDRESS_ENV] = address
     os.chdir(request["cwd"])
     tempfile.tempdir = None  # TMPDIR is the command's own
     sys.argv = ["nbgrader", *request["args"]]

@@ -48,8 +48,8 @@ KEEP_ENV = (
     "COURSE_FAST", "COURSE_DEVICE", "CUDA_VISIBLE_DEVICES", "JPY_SESSION_NAME",
 )
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 0x40000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x20000000, 0x40000000
 # The new mount API (Linux >= 5.12); these numbers are the same on x86-64 and arm64.
 SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
 AT_FDCWD, AT_RECURSIVE, O_CLOEXEC = -100, 0x8000, 0o2000000
@@ -203,6 +203,34 @@ def _lock_mounts() -> None:
             f.write(text)
 
 
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent ends (and now, if it has ended already)."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+def enter_namespaces(user: bool) -> None:
+    """What probe()'s `unshare` prefix does, for a process forked by autograder.forkserver:
+    new network and mount namespaces (mounts private), children in a new PID namespace, and,
+    where the grader is not root, a user namespace in which it is root."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (CLONE_NEWUSER if user else 0)
+    _check(_libc().unshare(flags), "unshare(network, mount, pid)")
+    if user:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    _check(_libc().mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+
+
+def mount_proc() -> None:
+    """A /proc of the PID namespace this process is the first of (`unshare --mount-proc`)."""
+    libc = _libc()
+    _check(libc.mount(b"none", b"/proc", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /proc")
+    _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, None), "mount proc")
+
+
 def _set_limits(limits: Limits) -> None:
     def setl(which, value):
         try:
@@ -303,6 +331,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = [sys.argv[0], "-f", *argv]
         return kernelapp.launch_new_instance()
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # die with nbgrader, and take the namespace down
+    from autograder import forkserver
+
+    forkserver.request_kernel(argv)  # a kernel forked from the runner's preloaded server (if any)
     prefix = Settings.from_env(os.environ[ENV]).isolation  # probed once by the grader
     command = [sys.executable, "-m", "autograder.sandbox", "--inner", *argv]
     if prefix:

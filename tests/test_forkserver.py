@@ -1,0 +1,151 @@
+"""Grading kernels forked from a preloaded process (autograder/forkserver.py): as isolated as
+a fresh kernel, served only to nbgrader's launchers, and never outliving their launcher."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+from jupyter_client.connect import write_connection_file
+from nbformat.v4 import new_code_cell
+
+from autograder import course, forkserver
+from autograder.grading import grade
+from autograder.sandbox import ENV, Settings, probe
+from autograder.workspace import add_submission, open_workspace
+
+ASSIGNMENT = "05_self_attention"  # the quickest notebook to grade
+
+# Runs first in the hand-in, before the setup cell imports anything.
+REPORT = r'''
+import json, os, resource, socket, sys
+def _listing(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        return type(exc).__name__
+_status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+print("REPORT " + json.dumps({
+    "command": open("/proc/self/cmdline", "rb").read().decode(errors="replace").split("\0"),
+    "pid": os.getpid(),
+    "interfaces": sorted(name for _, name in socket.if_nameindex()),
+    "workspace": _listing(WORKSPACE),
+    "tmp": len(_listing("/tmp")),
+    "uid_map": open("/proc/self/uid_map").read().split(),
+    "environment": sorted(os.environ),
+    "cwd": os.path.basename(os.getcwd()),
+    "tmpdir": os.environ.get("TMPDIR") == os.getcwd(),
+    "limits": [resource.getrlimit(getattr(resource, n)) for n in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CPU", "RLIMIT_CORE")],
+    "no_new_privs": _status["NoNewPrivs"].strip(),
+    "read_only_root": os.access("/usr", os.W_OK) is False,
+}))
+'''
+
+
+def _graded_report(tmp_path, monkeypatch, switch: str) -> tuple[dict, object]:
+    monkeypatch.setenv(forkserver.SWITCH_ENV, switch)
+    ws = open_workspace(tmp_path / f"ws-{switch}")
+    handin = course.read_notebook(course.solution_path(ASSIGNMENT))
+    handin.cells.insert(1, new_code_cell(REPORT.replace("WORKSPACE", repr(str(ws.root)))))
+    add_submission(ws, "ada", ASSIGNMENT, handin)
+    [result] = grade(ws, [ASSIGNMENT], jobs=1)
+    graded = nbformat.read(ws.autograded_path("ada", ASSIGNMENT), as_version=4)
+    lines = [line for cell in graded.cells if cell.cell_type == "code" for out in cell.outputs
+             if out.get("name") == "stdout" for line in out.text.splitlines() if line.startswith("REPORT ")]
+    assert len(lines) == 1, lines
+    return json.loads(lines[0][len("REPORT "):]), result
+
+
+@pytest.mark.slow
+def test_a_forked_kernel_is_isolated_exactly_like_a_fresh_one(tmp_path, monkeypatch):
+    forked, forked_result = _graded_report(tmp_path, monkeypatch, "1")
+    fresh, fresh_result = _graded_report(tmp_path, monkeypatch, "0")
+    assert any("autograder.forkserver" in part or part.endswith("forkserver.py") for part in forked["command"]), forked["command"]
+    assert "--inner" in fresh["command"]
+    for report in (forked, fresh):
+        del report["command"]
+    assert forked == fresh
+    if probe()[0] == "namespaces":  # what the namespaces give, seen from inside
+        assert forked["pid"] == 1 and forked["interfaces"] == ["lo"]
+        assert forked["workspace"] in ([], "FileNotFoundError")  # hidden, or gone with the rest of /tmp
+        assert forked["tmp"] == 1 and forked["read_only_root"]
+    assert forked["no_new_privs"] == "1" and forked["cwd"] == "work" and forked["tmpdir"]
+    for result in (forked_result, fresh_result):
+        assert result.status == "graded" and result.score.auto_score == result.score.auto_max > 0, result.message
+
+
+def _descendants(pid: int) -> set[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A fork server of this test process, which plays the runner."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "OMP_NUM_THREADS": "1", "MPLBACKEND": "agg"}
+    env.pop(ENV, None)
+    address = forkserver.address_for(env)
+    assert address, "fork servers are off or unavailable on this machine"
+    yield address, env
+    forkserver._stop()
+
+
+CLIENT = r'''
+import json, os, socket, sys
+conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+conn.connect("\0" + sys.argv[1])
+request = {"argv": [os.path.join(os.getcwd(), "missing-connection.json")], "env": dict(os.environ), "cwd": os.getcwd()}
+socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+try:
+    first, then = conn.recv(64), conn.recv(64)
+except OSError:  # a refused request may also end in a reset connection
+    first = then = b""
+print(repr(first), repr(then))
+'''
+
+
+def test_the_server_serves_the_runners_launchers_and_no_one_else(server, tmp_path):
+    address, env = server
+    child = [sys.executable, "-c", CLIENT, address]
+    served = subprocess.run(child, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    # The kernel it forked ended at once (no connection file): its status comes back.
+    assert served.stdout.split() == [repr(forkserver.STARTED), repr(b"1")], served.stderr
+    grandchild = [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])", *child]
+    stranger = subprocess.run(grandchild, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert stranger.stdout.split() == ["b''", "b''"], stranger.stderr
+
+
+def test_a_kernel_dies_with_its_launcher(server, tmp_path):
+    address, env = server
+    connection_file, _ = write_connection_file(str(tmp_path / "kernel.json"), transport="ipc", ip=str(tmp_path / "k"))
+    env = {**env, ENV: Settings(base=str(tmp_path / "base")).to_env(), forkserver.ADDRESS_ENV: address}
+    (tmp_path / "base").mkdir()
+    launcher = subprocess.Popen([sys.executable, "-m", "autograder.sandbox", connection_file], env=env, cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server_pid = forkserver._server["proc"].pid
+    deadline = time.monotonic() + 120
+    while len(_descendants(server_pid)) < 2:  # the supervisor and the kernel it forked
+        assert launcher.poll() is None and time.monotonic() < deadline, "no kernel was forked"
+        time.sleep(0.2)
+    time.sleep(2)  # the kernel is up and waiting for nbgrader
+    assert launcher.poll() is None
+    launcher.send_signal(signal.SIGKILL)  # what jupyter_client does to a kernel that will not stop
+    launcher.wait()
+    deadline = time.monotonic() + 30
+    while _descendants(server_pid):
+        assert time.monotonic() < deadline, f"left running: {_descendants(server_pid)}"
+        time.sleep(0.2)
