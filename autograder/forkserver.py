@@ -95,7 +95,7 @@ def _stop() -> None:
     proc = _server.pop("proc", None)
     _server.clear()
     if proc is not None and proc.poll() is None:
-        proc.kill()
+        proc.terminate()  # between commands: no kernel is running
         proc.wait()
 
 
@@ -163,13 +163,22 @@ def serve(address: str) -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     for name in PRELOAD:
         importlib.import_module(name)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the system
+    signal.signal(signal.SIGCHLD, _reap)
     while True:
         conn, _ = listener.accept()
         if _from_a_launcher(conn, runner) and os.fork() == 0:
             listener.close()
             _supervise(conn)  # never returns
         conn.close()
+
+
+def _reap(signum, frame) -> None:
+    """Wait for the supervisors that ended (so their CPU time counts as the runner's children's)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
 
 
 def _supervise(conn: socket.socket) -> None:

@@ -137,8 +137,9 @@ def nbgrader_env(ws: Workspace) -> dict[str, str]:
 
 
 # nbgrader commands run in a long-lived runner (autograder.nbgrader_runner): the one run per
-# hand-in. The others (a release build, a few per batch) keep a process of their own.
-RUNNER_COMMANDS = ("autograde",)
+# hand-in, and building an assignment's sources (once per workspace and assignment, and for
+# each calibration). The others (a release build, a few per batch) keep a process of their own.
+RUNNER_COMMANDS = ("autograde", "generate_assignment")
 
 
 class NotebookTimeout(CourseError):

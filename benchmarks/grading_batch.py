@@ -1,14 +1,16 @@
 """Time `grade` (repair, integrity scan, sandboxed nbgrader run, report) on batches.
 
     python benchmarks/grading_batch.py [NN_name ...] [--repeat N] [--students 40] [--class-assignments all|first|none]
-                                       [--compare-runner] [--cluster local:2]
+                                       [--class-jobs 1 2] [--compare-runner] [--compare-forkserver] [--cluster local:2]
 
 1. one student's whole course (the solution of every assignment) at --jobs 1 and --jobs 2
    (with --compare-runner also with AUTOGRADER_NBGRADER_RUNNER=0: a fresh `python -m
-   nbgrader` per hand-in, as before the runners; with --cluster also on that Dask cluster);
-2. a class of --students students (solution, buggy and blank hand-ins in turn) at --jobs 2,
-   of the first assignment (default) or of every assignment (`--class-assignments all`,
-   one batch per assignment, each recorded as soon as it finishes).
+   nbgrader` per hand-in, as before the runners; with --compare-forkserver also with
+   AUTOGRADER_FORKSERVER=0: a new interpreter per kernel, as before the fork servers; with
+   --cluster also on that Dask cluster);
+2. a class of --students students (solution, buggy and blank hand-ins in turn) at each of
+   --class-jobs (default 2), of the first assignment (default) or of every assignment
+   (`--class-assignments all`, one batch per assignment, each recorded as soon as it finishes).
 Every row has the load average before and after (the machine may be shared), the CPU
 seconds the grader and its children used, and hand-ins per core-minute (wall time × the
 cores the batch could use). Target (COURSE_SPEC section 7): one student's whole course
@@ -26,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder import nbgrader_runner  # noqa: E402
+from autograder import forkserver, nbgrader_runner  # noqa: E402
 from autograder.course import release_path, solution_path  # noqa: E402
 from autograder.demo import buggy_notebook  # noqa: E402
 from autograder.grading import grade  # noqa: E402
@@ -73,7 +75,7 @@ def row(what, jobs, n, times, statuses, loads, cpus, cluster=None):
             "runs_s": [round(t, 1) for t in times], "per_hand_in_s": round(median / n, 2),
             "hand_ins_per_core_minute": round(n / (median / 60 * cores), 2), "cpu_s": cpus,
             "load_before_after": loads, "statuses": statuses,
-            "nbgrader_runner": nbgrader_runner.enabled()}
+            "nbgrader_runner": nbgrader_runner.enabled(), "fork_server": forkserver.enabled()}
 
 
 def main() -> int:
@@ -86,7 +88,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--students", type=int, default=40)
     parser.add_argument("--class-assignments", choices=["first", "all", "none"], default="first")
+    parser.add_argument("--class-jobs", type=int, nargs="+", default=[2])
     parser.add_argument("--compare-runner", action="store_true")
+    parser.add_argument("--compare-forkserver", action="store_true")
     parser.add_argument("--cluster")
     args = parser.parse_args()
     names = [check_assignment(n) for n in args.assignments] or assignments()
@@ -97,16 +101,25 @@ def main() -> int:
     rows.append({"what": f"build the sources of {len(names)} assignments (once per workspace)",
                  "median_s": round(time.perf_counter() - t, 1)})
     course = [("student", name, solution_path(name)) for name in names]
-    modes = [("1", None)] if not args.compare_runner else [("1", None), ("0", None)]
-    for runner, _ in modes:
-        os.environ["AUTOGRADER_NBGRADER_RUNNER"] = runner
+    modes = [("", {})]
+    if args.compare_runner:
+        modes.append((", no runner", {"AUTOGRADER_NBGRADER_RUNNER": "0"}))
+    if args.compare_forkserver:
+        modes.append((", no fork server", {"AUTOGRADER_FORKSERVER": "0"}))
+    for label, env in modes:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         for jobs in (1, 2):
             runs = [timed_grade(names, course, jobs, sources=sources) for _ in range(args.repeat)]
-            rows.append(row(f"one student's course ({len(names)} notebooks)", jobs, len(names), [r[0] for r in runs],
+            rows.append(row(f"one student's course ({len(names)} notebooks){label}", jobs, len(names), [r[0] for r in runs],
                             runs[-1][1], [r[2:4] for r in runs], [r[4] for r in runs]))
             print(rows[-1], flush=True)
             save("grading_batch", rows)
-    os.environ["AUTOGRADER_NBGRADER_RUNNER"] = "1"
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
     if args.cluster:
         runs = [timed_grade(names, course, 0, cluster=args.cluster, sources=sources) for _ in range(args.repeat)]
         rows.append(row(f"one student's course ({len(names)} notebooks)", 0, len(names), [r[0] for r in runs],
@@ -117,11 +130,12 @@ def main() -> int:
     for first in batch_names:
         kinds = [solution_path(first), buggy_notebook(first)[0], release_path(first)]
         batch = [(f"s{i:02d}", first, kinds[i % 3]) for i in range(args.students)]
-        elapsed, statuses, l0, l1, cpu = timed_grade([first], batch, 2, sources=sources)
-        rows.append(row(f"{args.students} students of {first} (solution/buggy/blank)", 2, args.students, [elapsed],
-                        statuses, [(l0, l1)], [cpu]))
-        print(rows[-1], flush=True)
-        save("grading_batch", rows)
+        for jobs in args.class_jobs:
+            elapsed, statuses, l0, l1, cpu = timed_grade([first], batch, jobs, sources=sources)
+            rows.append(row(f"{args.students} students of {first} (solution/buggy/blank)", jobs, args.students,
+                            [elapsed], statuses, [(l0, l1)], [cpu]))
+            print(rows[-1], flush=True)
+            save("grading_batch", rows)
     rows.append({"sandbox": describe()})
     print(f"saved {save('grading_batch', rows)}")
     return 0
