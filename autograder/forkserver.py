@@ -47,9 +47,10 @@ SWITCH_ENV = "AUTOGRADER_FORKSERVER"
 # What a grading kernel imports anyway, slowest first.
 PRELOAD = ("numpy", "torch", "torch.nn", "matplotlib", "matplotlib.pyplot", "ipykernel.kernelapp",
            "autograder.guard", "autograder.sandbox")
-# Variables that differ between two hand-ins of one batch: a server serves them all. Any
-# other difference (another workspace, other thread counts) gets a server of its own.
-PER_RUN = ("AUTOGRADER_SANDBOX", "JUPYTER_RUNTIME_DIR", "TMPDIR", ADDRESS_ENV)
+# Variables that differ between two hand-ins (of one batch, or of two workspaces: JUPYTER_PATH
+# leads nbgrader to the workspace's kernelspec) and that no import reads: a server serves them
+# all. Any other difference (thread counts, matplotlib's backend) gets a server of its own.
+PER_RUN = ("AUTOGRADER_SANDBOX", "JUPYTER_RUNTIME_DIR", "TMPDIR", "JUPYTER_PATH", ADDRESS_ENV)
 STARTED, FALLBACK = b"started", b"fallback"
 MAX_REQUEST = 1 << 20
 BIND_TIMEOUT_S = 60

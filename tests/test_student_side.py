@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import REPO_ROOT
-from notebook_helpers import completed_notebook, errors, execute, outputs_text, write
+from notebook_helpers import completed_notebook, errors, execute, execute_all, outputs_text, write
 
 from autograder import config, course, student_cells
 from autograder.dist import KNOWN_COINCIDENCES, build, find_leaks
@@ -148,16 +148,27 @@ def _missing_pieces(nb) -> list[str]:
     return [e for c in nb.cells if c.cell_type == "code" for e in errors(c) if e.startswith(MISSING) or "unknown dataset" in e]
 
 
+@pytest.fixture(scope="module")
+def clean_copy_runs(dist, tmp_path_factory):
+    """name -> (the release notebook run from a clean copy of the dist, that copy), two at a time."""
+    jobs, copies = {}, {}
+    for name in ASSIGNMENTS:
+        clean = tmp_path_factory.mktemp(name) / "my course"  # a student's machine: the dist copied anywhere
+        shutil.copytree(dist, clean)
+        folder = clean / "notebooks" / name
+        nb = nbformat.read(folder / f"{name}.ipynb", as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell("import utils\nprint(utils.__file__)"))
+        jobs[name], copies[name] = (nb, folder, {"COURSE_FAST": "1"}), clean
+    return {name: (ran, copies[name]) for name, ran in execute_all(jobs).items()}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ASSIGNMENTS)
-def test_release_notebook_runs_from_a_clean_copy_of_the_dist(dist, tmp_path, name):
+def test_release_notebook_runs_from_a_clean_copy_of_the_dist(clean_copy_runs, name):
     """A student's machine: the dist copied anywhere, the notebook started in its folder."""
-    clean = tmp_path / "my course"
-    shutil.copytree(dist, clean)
-    folder = clean / "notebooks" / name
-    nb = nbformat.read(folder / f"{name}.ipynb", as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell("import utils\nprint(utils.__file__)"))
-    execute(nb, folder, {"COURSE_FAST": "1"})
+    nb, clean = clean_copy_runs[name]
+    if isinstance(nb, Exception):
+        raise nb
     setup = next(c for c in nb.cells if course.grade_id(c) == "setup")
     assert not errors(setup), errors(setup)
     assert outputs_text(nb.cells[-1]).strip() == str(clean / "utils" / "__init__.py")
@@ -201,11 +212,15 @@ def test_blank_releases_run_their_setup_and_locked_cells_with_only_the_student_r
     jupyter_path, python = student_kernel
     clean = tmp_path / "course"
     shutil.copytree(dist, clean)
+    jobs = {}
     for name in ASSIGNMENTS:
         nb = course.read_notebook(clean / "notebooks" / name / f"{name}.ipynb")
         nb.cells = [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("locked")]
         nb.cells.append(nbformat.v4.new_code_cell("import sys\nprint(sys.executable)"))
-        execute(nb, clean / "notebooks" / name, {"COURSE_FAST": "1", "JUPYTER_PATH": str(jupyter_path)})
+        jobs[name] = (nb, clean / "notebooks" / name, {"COURSE_FAST": "1", "JUPYTER_PATH": str(jupyter_path)})
+    for name, nb in execute_all(jobs).items():
+        if isinstance(nb, Exception):
+            raise nb
         assert outputs_text(nb.cells[-1]).strip() == str(python), "the cells did not run in the student environment"
         setup = next(c for c in nb.cells if course.grade_id(c) == "setup")
         assert not errors(setup), (name, errors(setup))
