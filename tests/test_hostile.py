@@ -3,7 +3,7 @@ collected, repaired and graded with `--jobs 2` in the sandbox (small limits so t
 suite stays quick); every case must end with its expected status and score, the batch
 must complete, the hand-ins must stay byte for byte, the gradebook must hold one
 consistent row per student, no feedback page may show a hidden-test line, and grading
-again (with one job) must give the same scores.
+again (with one job, and on a Dask cluster) must give the same scores.
 """
 import hashlib
 import html
@@ -142,6 +142,24 @@ def test_grading_again_with_one_job_gives_the_same_scores(batch):
         before = {c.name: c.score for c in results[student].score.cells}
         assert {c.name: c.score for c in r.score.cells} == before, student
         assert r.status == results[student].status
+
+
+def test_on_a_dask_cluster_every_case_ends_as_with_jobs_2(batch, tmp_path):
+    """The same hand-ins, collected into another workspace and graded on a 2-worker Dask
+    LocalCluster (`grade --cluster local:2`: each hand-in in a fresh workspace on a worker):
+    every case gets the same status and the same points per test cell."""
+    pytest.importorskip("distributed", reason="Dask is an optional extra: pip install .[cluster]")
+    _, _, _, _, results = batch
+    ws = open_workspace(tmp_path / "ws")
+    write_handins(tmp_path / "handins", cases(str(ws.root)))
+    collect(tmp_path / "handins", ws)
+    on_cluster = {r.student: r for r in grade(ws, [ASSIGNMENT], cluster="local:2", limits=LIMITS)}
+    assert set(on_cluster) == set(results)
+    for student, r in on_cluster.items():
+        expected = results[student]
+        assert r.status == expected.status, f"{student}: {r.status} ({r.message}) on the cluster, {expected.status} with --jobs 2"
+        if expected.score is not None:
+            assert {c.name: c.score for c in r.score.cells} == {c.name: c.score for c in expected.score.cells}, student
 
 
 def test_a_notebook_past_its_time_limit_is_stopped_and_scores_zero(tmp_path):
