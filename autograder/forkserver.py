@@ -29,7 +29,6 @@ as before. AUTOGRADER_FORKSERVER=0 turns fork servers off.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import importlib
 import json
 import os
@@ -57,7 +56,9 @@ BIND_TIMEOUT_S = 60
 
 
 def enabled() -> bool:
-    return os.environ.get(SWITCH_ENV, "1").strip().lower() not in {"0", "false", "no", "off"}
+    from autograder.nbgrader_runner import switched_on
+
+    return switched_on(SWITCH_ENV)
 
 
 def _available() -> bool:
@@ -130,10 +131,6 @@ def request_kernel(argv: list[str]) -> None:
 
 
 # ----------------------------------------------------------------------------- the server side
-
-
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def _parent_of(pid: int) -> int:

@@ -33,8 +33,13 @@ MAX_COMMANDS = 40
 START_TIMEOUT_S = 300  # importing nbgrader on a loaded machine
 
 
+def switched_on(variable: str) -> bool:
+    """An on/off environment variable that is on unless set to 0, false, no or off."""
+    return os.environ.get(variable, "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
 def enabled() -> bool:
-    return os.environ.get("AUTOGRADER_NBGRADER_RUNNER", "1").strip().lower() not in {"0", "false", "no", "off"}
+    return switched_on("AUTOGRADER_NBGRADER_RUNNER")
 
 
 class RunnerDied(Exception):

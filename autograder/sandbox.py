@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.argv = [sys.argv[0], "-f", *argv]
         return kernelapp.launch_new_instance()
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # die with nbgrader, and take the namespace down
+    die_with_parent()  # with nbgrader, taking the namespace down
     from autograder import forkserver
 
     forkserver.request_kernel(argv)  # a kernel forked from the runner's preloaded server (if any)

@@ -78,14 +78,7 @@ def test_a_forked_kernel_is_isolated_exactly_like_a_fresh_one(tmp_path, monkeypa
 
 
 def _descendants(pid: int) -> set[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
+    parents = {int(entry): forkserver._parent_of(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()}
     found, frontier = set(), {pid}
     while frontier:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
