@@ -3,8 +3,14 @@
 The offline dataset mirror (../shared/datasets beside the clone, as in CI) is handed to
 the loader, and to every kernel nbgrader starts, through COURSE_DATA_DIR; downloads
 go to a throw-away cache.
+
+`make test` runs the tests in pytest-xdist workers, one test file per worker at a time
+(`--dist loadfile`: a file's module fixtures are built once). The controller's folder for
+the run (calibrations, the list of files left for a person) is inherited by its workers and
+removed when the run ends.
 """
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -17,18 +23,24 @@ MIRROR = REPO_ROOT.parent / "shared" / "datasets"
 
 if "COURSE_DATA_DIR" not in os.environ and MIRROR.is_dir():
     os.environ["COURSE_DATA_DIR"] = str(MIRROR)
-os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="course-cache-")
+IS_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+if not IS_WORKER:  # the controller, or a run without workers: a new folder for this run
+    os.environ["COURSE_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="course-tests-")
+RUN_DIR = Path(os.environ["COURSE_TEST_RUN_DIR"])
+# Each process downloads into its own throw-away cache.
+os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="cache-", dir=RUN_DIR)
 # The solution's verdicts (autograder/ledger.py) computed once per assignment for the whole run.
-os.environ["COURSE_CALIBRATION_DIR"] = tempfile.mkdtemp(prefix="course-calibration-")
+os.environ["COURSE_CALIBRATION_DIR"] = str(RUN_DIR / "calibration")
 os.environ["MPLBACKEND"] = "agg"
 
-# Files that tests leave for a person to look at (browser screenshots, server logs):
-# listed at the end of the test log.
-ARTIFACTS: list = []
+# Files that tests leave for a person to look at (browser screenshots, server logs), one
+# path a line (appended by any worker): listed at the end of the test log.
+ARTIFACTS = RUN_DIR / "artifacts.txt"
 
 
 def record_artifact(path) -> None:
-    ARTIFACTS.append(Path(path).resolve())
+    with open(ARTIFACTS, "a", encoding="utf-8") as f:
+        f.write(f"{Path(path).resolve()}\n")
 
 
 import pytest  # noqa: E402
@@ -43,7 +55,13 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter):
-    if ARTIFACTS:
-        terminalreporter.section("files left by the tests")
-        for path in ARTIFACTS:
-            terminalreporter.write_line(str(path))
+    if IS_WORKER or not ARTIFACTS.is_file():
+        return
+    terminalreporter.section("files left by the tests")
+    for path in dict.fromkeys(ARTIFACTS.read_text(encoding="utf-8").splitlines()):
+        terminalreporter.write_line(path)
+
+
+def pytest_unconfigure(config):
+    if not IS_WORKER:
+        shutil.rmtree(RUN_DIR, ignore_errors=True)
