@@ -6,6 +6,7 @@ log from the grading kernel (`read_guard_logs`, written by autograder.guard).
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import hmac
 import json
@@ -94,19 +95,26 @@ def bound_names(source: str, assignments: bool = True, imports: bool = True) -> 
 def protected_names(source_nb) -> list[str]:
     """Names the locked cells give (imports, functions, classes, CONSTANTS) that the test
     cells use: a student who rebinds one changes what the tests check with."""
+    code = tuple((cell.source, is_locked(cell), bool(nbgrader_meta(cell).get("grade")))
+                 for cell in source_nb.cells if cell.cell_type == "code")
+    return list(_protected_names(code))
+
+
+@functools.lru_cache(maxsize=16)  # asked for every hand-in of a batch, always of the same few sources
+def _protected_names(code: tuple[tuple[str, bool, bool], ...]) -> tuple[str, ...]:
     given = set()
-    for cell in source_nb.cells:
-        if cell.cell_type == "code" and is_locked(cell) and not nbgrader_meta(cell).get("grade"):
-            given |= {n for n in bound_names(cell.source, assignments=False)}
-            given |= {n for n in bound_names(cell.source) if n.isupper() and len(n) > 1}
+    for source, locked, graded in code:
+        if locked and not graded:
+            given |= {n for n in bound_names(source, assignments=False)}
+            given |= {n for n in bound_names(source) if n.isupper() and len(n) > 1}
     used = set()
-    for cell in source_nb.cells:
-        if cell.cell_type == "code" and nbgrader_meta(cell).get("grade"):
+    for source, _, graded in code:
+        if graded:
             try:
-                used |= {n.id for n in ast.walk(parse(cell.source)) if isinstance(n, ast.Name)}
+                used |= {n.id for n in ast.walk(parse(source)) if isinstance(n, ast.Name)}
             except SyntaxError:
                 continue
-    return sorted(n for n in given & used if not n.startswith("_"))
+    return tuple(sorted(n for n in given & used if not n.startswith("_")))
 
 
 def scan(repaired, release, protected: list[str]) -> list[Finding]:

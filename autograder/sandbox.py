@@ -270,6 +270,10 @@ def _environment(home: Path) -> dict[str, str]:
         HOME=str(home / "work"), TMPDIR=str(home / "work"), IPYTHONDIR=str(home / "ipython"),
         MPLCONFIGDIR=str(home / "mpl"), COURSE_CACHE_DIR=str(home / "cache"), COURSE_OFFLINE="1",
         PYTHONNOUSERSITE="1",
+        # What importing debugpy (ipykernel's debugger) sets when it is not set: set here, the
+        # kernel sees the same environment whether it imported debugpy itself or was forked
+        # from a server that had (autograder.forkserver.PRELOAD).
+        PYDEVD_USE_FRAME_EVAL="NO",
     )
     return env
 

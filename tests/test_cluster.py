@@ -80,7 +80,7 @@ def test_a_local_cluster_grades_like_jobs_2(local_batch, tmp_path):
 
 
 @pytest.mark.slow
-def test_workers_killed_mid_hand_in_lose_nothing(local_batch, tmp_path):
+def test_workers_killed_mid_hand_in_lose_nothing(local_batch, tmp_path, monkeypatch):
     """The worker grading the solution is killed (SIGKILL) in the middle of it: Dask grades
     it again on another worker, and the batch ends exactly as with --jobs 2. (A hand-in
     whose workers die twice gets `crashed`: seen when collateral kills happened in early
@@ -89,6 +89,10 @@ def test_workers_killed_mid_hand_in_lose_nothing(local_batch, tmp_path):
     import dask
 
     ws = _workspace(tmp_path / "ws")
+    # What the killed worker leaves (its scratch workspace, sandbox folder, nbgrader log)
+    # goes away with this test's folder.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            dashboard_address=None, silence_logs=50)
