@@ -4,8 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU build of PyTorch the course is tested with; override, e.g. `make test TORCH=torch`.
 TORCH ?= torch==2.13.0
-# Test files run side by side in pytest-xdist workers, one per core (at most 4), each file
-# whole in one worker; `make test TEST_WORKERS=0` runs them one after another in one process.
+# Tests run side by side in pytest-xdist workers, one per core (at most 4), each test file or
+# class whole in one worker (tests/conftest.py); `make test TEST_WORKERS=0` runs them in one process.
 TEST_WORKERS ?= auto
 
 .PHONY: install demo test release clean
@@ -22,7 +22,7 @@ demo: install
 	$(BIN)/python -m autograder demo
 
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
 release: install
 	$(BIN)/python -m autograder release

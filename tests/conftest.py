@@ -4,10 +4,11 @@ The offline dataset mirror (../shared/datasets beside the clone, as in CI) is ha
 the loader, and to every kernel nbgrader starts, through COURSE_DATA_DIR; downloads
 go to a throw-away cache.
 
-`make test` runs the tests in pytest-xdist workers, one test file per worker at a time
-(`--dist loadfile`: a file's module fixtures are built once). The controller's folder for
-the run (calibrations, the list of files left for a person) is inherited by its workers and
-removed when the run ends.
+`make test` runs the tests in pytest-xdist workers (`--dist loadscope`): one worker runs a
+test file whole (its module fixtures are built once), or a test class whole (the proofs: a
+class per assignment, tests/test_proofs.py). The longest go first. The controller's folder
+for the run (calibrations, the list of files left for a person) is inherited by its workers
+and removed when the run ends.
 """
 import os
 import shutil
@@ -44,6 +45,29 @@ def record_artifact(path) -> None:
 
 
 import pytest  # noqa: E402
+
+
+# Scopes (a file, or a class of tests/test_proofs.py) by their time in `make test`
+# (benchmarks/README.md), longest first: handed out in this order, two workers end close
+# together. The others follow in collection order.
+LONGEST_FIRST = (
+    "test_proofs.py::Test_07_transformer", "test_hostile.py", "test_student_side.py",
+    "test_proofs.py::Test_01_tokenization_embeddings", "test_proofs.py::Test_05_self_attention",
+    "test_proofs.py::Test_04_seq2seq_attention", "test_demo.py", "test_proofs.py::Test_06_masking",
+    "test_proofs.py::Test_02_rnn_vanishing_gradients", "test_cluster.py", "test_property.py",
+    "test_proofs.py::Test_03_lstm", "test_forkserver.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The order xdist hands out scopes in (`--no-loadscope-reorder`): LONGEST_FIRST."""
+    order = {scope: rank for rank, scope in enumerate(LONGEST_FIRST)}
+
+    def rank(item):
+        scope = item.nodeid.rsplit("::", 1)[0]  # how xdist's loadscope groups: the file, or file::class
+        return order.get(scope.rsplit("/", 1)[-1], len(order))
+
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(hookwrapper=True)

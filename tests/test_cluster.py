@@ -9,7 +9,9 @@
 """
 import json
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 
@@ -89,10 +91,10 @@ def test_workers_killed_mid_hand_in_lose_nothing(local_batch, tmp_path, monkeypa
     import dask
 
     ws = _workspace(tmp_path / "ws")
-    # What the killed worker leaves (its scratch workspace, sandbox folder, nbgrader log)
-    # goes away with this test's folder.
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    # What the killed worker leaves (its scratch workspace, sandbox folder, nbgrader log) goes
+    # into a folder removed at the end (short: the kernels' ipc sockets live under it).
+    leftovers = tempfile.mkdtemp(prefix="course-killed-")
+    monkeypatch.setenv("TMPDIR", leftovers)
     with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            dashboard_address=None, silence_logs=50)
@@ -137,6 +139,7 @@ def test_workers_killed_mid_hand_in_lose_nothing(local_batch, tmp_path, monkeypa
         thread.join()
         client.close()
         cluster.close()
+        shutil.rmtree(leftovers, ignore_errors=True)
     summary = _summary(ws, results)
     assert kills == wanted, {k: (v["status"], v["message"]) for k, v in summary.items()}
     assert summary == local_batch

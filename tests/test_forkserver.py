@@ -102,10 +102,10 @@ import json, os, socket, sys
 conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 conn.connect("\0" + sys.argv[1])
 request = {"argv": [os.path.join(os.getcwd(), "missing-connection.json")], "env": dict(os.environ), "cwd": os.getcwd()}
-socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
 try:
+    socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
     first, then = conn.recv(64), conn.recv(64)
-except OSError:  # a refused request may also end in a reset connection
+except OSError:  # a refused request may also end in a closed or reset connection, even before it is sent
     first = then = b""
 print(repr(first), repr(then))
 '''
