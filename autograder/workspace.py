@@ -164,6 +164,8 @@ def run_nbgrader(
     command = [sys.executable, "-m", "nbgrader", *args, "--CourseDirectory.root=" + str(ws.root)]
     from autograder import nbgrader_runner
 
+    create_gradebook(ws)
+
     if args and args[0] in RUNNER_COMMANDS and nbgrader_runner.enabled():
         try:  # the same command in a process that has imported nbgrader already
             code, output = nbgrader_runner.run(command[3:], {**nbgrader_env(ws), **(env or {})}, str(cwd or ws.root), timeout)
@@ -183,6 +185,44 @@ def run_nbgrader(
             popen.communicate()
             raise NotebookTimeout(f"nbgrader {' '.join(args)} ran past {timeout:g} s and was stopped") from None
     return _check_nbgrader(args, subprocess.CompletedProcess(command, popen.returncode, output, ""))
+
+
+def create_gradebook(ws: Workspace) -> None:
+    """Create WORKSPACE/gradebook.db as nbgrader would, if it does not exist yet.
+
+    nbgrader stamps a new gradebook with its newest alembic revision, which it learns by running
+    the `alembic heads` command: a new interpreter that imports nbgrader, 3-4 CPU-s for every new
+    workspace (calibrations and releases make scratch ones). This reads the same revision from
+    nbgrader's migration scripts in this process, then lets nbgrader create its tables. The file
+    appears whole (a hard link), so a run beside this one sees no gradebook or a complete one.
+    """
+    if ws.db_path.exists():
+        return
+    import sqlite3
+
+    import nbgrader
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from nbgrader.api import Gradebook
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
+    revision = ScriptDirectory.from_config(config).get_current_head()
+    fd, draft = tempfile.mkstemp(prefix=".gradebook-", suffix=".db", dir=ws.root)
+    os.close(fd)
+    try:
+        db = sqlite3.connect(draft)
+        with db:  # what nbgrader.api.Gradebook writes into a new database, with the same revision
+            db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+            db.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (revision,))
+        db.close()
+        Gradebook(f"sqlite:///{draft}").close()  # nbgrader's own tables
+        try:
+            os.link(draft, ws.db_path)
+        except FileExistsError:  # another run created it first
+            pass
+    finally:
+        os.unlink(draft)
 
 
 def _check_nbgrader(args, proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

@@ -121,6 +121,34 @@ def test_the_workspace_is_never_the_repository_or_a_tracked_folder(tmp_path):
     assert sys.executable in (ws.root / "jupyter" / "kernels" / "python3" / "kernel.json").read_text()
 
 
+def test_a_new_gradebook_is_the_one_nbgrader_creates(tmp_path):
+    """The grader creates a workspace's gradebook without nbgrader's `alembic heads` command: same
+    tables, same revision as a gradebook nbgrader made itself (that command included)."""
+    import sqlite3
+
+    from nbgrader.api import Gradebook
+
+    def contents(path):
+        db = sqlite3.connect(path)
+        try:
+            return sorted(db.execute("SELECT type, name, sql FROM sqlite_master")), list(db.execute("SELECT * FROM alembic_version"))
+        finally:
+            db.close()
+
+    ws = workspace.open_workspace(tmp_path / "ws")
+    workspace.create_gradebook(ws)
+    workspace.ensure_scripts_on_path()
+    Gradebook(f"sqlite:///{tmp_path / 'nbgrader.db'}").close()
+    ours, theirs = contents(ws.db_path), contents(tmp_path / "nbgrader.db")
+    assert ours[1] and ours == theirs
+    assert sorted(p.name for p in ws.root.glob("*.db")) == ["gradebook.db"]  # no draft left
+    with Gradebook(ws.db_url) as gb:  # kept as it is when it exists
+        gb.add_student("ada")
+    workspace.create_gradebook(ws)
+    with Gradebook(ws.db_url) as gb:
+        assert [s.id for s in gb.students] == ["ada"]
+
+
 def test_grading_a_workspace_without_hand_ins_says_so(tmp_path):
     proc = run_cli("grade", "--workspace", str(tmp_path / "empty"))
     assert proc.returncode == 2 and "holds no hand-ins" in proc.stderr
