@@ -10,6 +10,7 @@ check that was skipped, replaced, swallowed or made to lie cannot earn points.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -85,9 +86,14 @@ def calibration(ws: Workspace, assignment: str, run) -> dict[str, dict]:
     source = ws.source_path(assignment)
     digest = hashlib.sha1(b"".join(Path(p).read_bytes() for p in (source, checks.__file__, guard.__file__))).hexdigest()
     places = [ws.calibration_path(assignment)]
+    locks = [FileLock(ws.lock_path(f"calibration-{assignment}"))]  # one run at a time (threads and processes)
     if os.environ.get(CALIBRATION_DIR_ENV):
         places.append(Path(os.environ[CALIBRATION_DIR_ENV]) / f"{assignment}-{digest}.json")
-    with FileLock(ws.lock_path(f"calibration-{assignment}")):  # one run at a time (threads and processes)
+        places[-1].parent.mkdir(parents=True, exist_ok=True)  # and one across the workspaces that share the cache
+        locks.append(FileLock(places[-1].with_suffix(".lock")))
+    with contextlib.ExitStack() as held:
+        for lock in locks:  # always in this order: the workspace's, then the shared one
+            held.enter_context(lock)
         for place in places:
             try:
                 saved = json.loads(place.read_text())

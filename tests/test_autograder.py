@@ -165,3 +165,39 @@ def test_solution_notebooks_are_committed_without_outputs():
         for cell in nb.cells:
             if cell.cell_type == "code":
                 assert not cell.outputs and cell.execution_count is None, f"{path.name}: clear the outputs"
+
+
+def test_workspaces_that_share_a_calibration_cache_calibrate_once(tmp_path, monkeypatch):
+    """Two workspaces calibrating the same source at once (two test workers, two instructors with one
+    COURSE_CALIBRATION_DIR): one runs the solution, the other waits and reads its verdicts."""
+    import shutil
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder import ledger
+
+    monkeypatch.setenv(ledger.CALIBRATION_DIR_ENV, str(tmp_path / "shared"))
+    name = course.assignments()[0]
+    spaces = []
+    for i in range(2):
+        ws = workspace.open_workspace(tmp_path / f"ws{i}")
+        ws.source_path(name).parent.mkdir(parents=True)
+        shutil.copyfile(course.solution_path(name), ws.source_path(name))
+        spaces.append(ws)
+    runs, started = [], threading.Barrier(2)
+
+    def run(scratch, source):
+        runs.append(scratch)
+        time.sleep(0.5)
+        return [{"event": "verdicts", "hash": digest, "lines": {"7": 1}, "n": n}
+                for n, digest in enumerate(ledger.test_cells(course.read_notebook(source)))]
+
+    def calibrate(ws):
+        started.wait()
+        return ledger.calibration(ws, name, run)
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(calibrate, spaces)
+    assert len(runs) == 1 and first == second and first
+    assert all(ws.calibration_path(name).is_file() for ws in spaces)
