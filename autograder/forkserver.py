@@ -29,6 +29,7 @@ as before. AUTOGRADER_FORKSERVER=0 turns fork servers off.
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import json
 import os
@@ -164,6 +165,9 @@ def serve(address: str) -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     for name in PRELOAD:
         importlib.import_module(name)
+    # The imported modules live as long as any kernel: out of the garbage collector's sight, a kernel's
+    # full collections skip their ~275,000 objects (0.13-0.3 s each) and leave their pages shared.
+    gc.freeze()
     signal.signal(signal.SIGCHLD, _reap)
     while True:
         conn, _ = listener.accept()
