@@ -88,9 +88,10 @@ def calibration(ws: Workspace, assignment: str, run) -> dict[str, dict]:
     places = [ws.calibration_path(assignment)]
     locks = [FileLock(ws.lock_path(f"calibration-{assignment}"))]  # one run at a time (threads and processes)
     if os.environ.get(CALIBRATION_DIR_ENV):
-        places.append(Path(os.environ[CALIBRATION_DIR_ENV]) / f"{assignment}-{digest}.json")
-        places[-1].parent.mkdir(parents=True, exist_ok=True)  # and one across the workspaces that share the cache
-        locks.append(FileLock(places[-1].with_suffix(".lock")))
+        shared = Path(os.environ[CALIBRATION_DIR_ENV]) / f"{assignment}-{digest}.json"
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        places.append(shared)
+        locks.append(FileLock(shared.with_suffix(".lock")))  # and one across the workspaces that share the cache
     with contextlib.ExitStack() as held:
         for lock in locks:  # always in this order: the workspace's, then the shared one
             held.enter_context(lock)

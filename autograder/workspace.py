@@ -110,8 +110,9 @@ def install_kernelspec(root: Path) -> None:
 
 
 def ensure_scripts_on_path() -> None:
-    """Put this interpreter's scripts folder on PATH: nbgrader's gradebook runs `alembic`
-    as a command, which a virtual environment that is not activated would not find."""
+    """Put this interpreter's scripts folder on PATH: nbgrader runs `alembic` as a command for a
+    gradebook that create_gradebook did not make, which a virtual environment that is not
+    activated would not find."""
     scripts = str(Path(sys.executable).parent)
     if scripts not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PATH")]))

@@ -1,15 +1,21 @@
 """The autograder's own logic, without grading a notebook: damaged inputs, catalogs,
 leak detection, workspace safety."""
+import shutil
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 
 import nbformat
 import pytest
 from conftest import REPO_ROOT
 from nbformat.v4 import new_code_cell, new_notebook
+from nbgrader.api import Gradebook
 
-from autograder import cli, course, mutants, release, workspace
+from autograder import cli, course, ledger, mutants, release, workspace
 from autograder.course import CourseError
 from autograder.sandbox import Limits
 
@@ -124,10 +130,6 @@ def test_the_workspace_is_never_the_repository_or_a_tracked_folder(tmp_path):
 def test_a_new_gradebook_is_the_one_nbgrader_creates(tmp_path):
     """The grader creates a workspace's gradebook without nbgrader's `alembic heads` command: same
     tables, same revision as a gradebook nbgrader made itself (that command included)."""
-    import sqlite3
-
-    from nbgrader.api import Gradebook
-
     def contents(path):
         db = sqlite3.connect(path)
         try:
@@ -170,13 +172,6 @@ def test_solution_notebooks_are_committed_without_outputs():
 def test_workspaces_that_share_a_calibration_cache_calibrate_once(tmp_path, monkeypatch):
     """Two workspaces calibrating the same source at once (two test workers, two instructors with one
     COURSE_CALIBRATION_DIR): one runs the solution, the other waits and reads its verdicts."""
-    import shutil
-    import threading
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
-    from autograder import ledger
-
     monkeypatch.setenv(ledger.CALIBRATION_DIR_ENV, str(tmp_path / "shared"))
     name = course.assignments()[0]
     spaces = []

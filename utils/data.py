@@ -110,6 +110,14 @@ def _download(info: dict, target: Path) -> Path:
     return Path(path)
 
 
+# What the notebooks that train on Tiny Shakespeare use when it cannot be had (offline, no copy):
+# a few of Shakespeare's lines, repeated. It has every character of the "ROMEO:" prompt the samples
+# start from.
+SHAKESPEARE_SAMPLE = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+                      "First Citizen:\nYou are all resolved rather to die than to famish?\n\nAll:\nResolved. resolved.\n\n"
+                      "ROMEO:\nIs the day so young?\n\n") * 40
+
+
 def load_text(name: str, fallback: str | None = None) -> str:
     """The whole dataset `name` as one UTF-8 string.
 
