@@ -5,23 +5,26 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import nbformat
 import pytest
+from conftest import REPO_ROOT
 from jupyter_client.connect import write_connection_file
 from nbformat.v4 import new_code_cell
 
 from autograder import course, forkserver
 from autograder.grading import grade
 from autograder.sandbox import ENV, Settings, probe
-from autograder.workspace import add_submission, open_workspace
+from autograder.workspace import add_submission, hidden_paths, open_workspace
 
 ASSIGNMENT = "05_self_attention"  # the quickest notebook to grade
 
 # Runs first in the hand-in, before the setup cell imports anything.
 REPORT = r'''
 import json, os, resource, socket, sys
+_own = os.path.basename(os.path.dirname(os.path.dirname(os.getcwd())))  # its run folder: <temp>/course-sandbox-*/kernel-*/work
 def _listing(path):
     try:
         return sorted(os.listdir(path))
@@ -32,8 +35,9 @@ print("REPORT " + json.dumps({
     "command": open("/proc/self/cmdline", "rb").read().decode(errors="replace").split("\0"),
     "pid": os.getpid(),
     "interfaces": sorted(name for _, name in socket.if_nameindex()),
-    "workspace": _listing(WORKSPACE),
-    "tmp": len(_listing("/tmp")),
+    "hidden": [_listing(path) for path in HIDDEN_PATHS],
+    "needed": [os.path.isdir(path) and len(os.listdir(path)) > 0 for path in NEEDED_PATHS],
+    "tmp": sorted("<own>" if name == _own else name for name in _listing(TEMP_ROOT)),
     "uid_map": open("/proc/self/uid_map").read().split(),
     "environment": sorted(os.environ),
     "cwd": os.path.basename(os.getcwd()),
@@ -45,11 +49,29 @@ print("REPORT " + json.dumps({
 '''
 
 
+def _needed() -> list[str]:
+    """What a grading kernel needs to read: the course (its utils), the interpreter's
+    environment and the dataset mirror."""
+    return [str(REPO_ROOT / "utils"), sys.prefix, *filter(os.path.isdir, [os.environ.get("COURSE_DATA_DIR", "")])]
+
+
+def _visible_in_tmp() -> list[str]:
+    """What a kernel's private temp folder (the parent of every run's folder) may show,
+    wherever the clone lies: its own run folder, and the outermost folder there of each
+    path it needs that lies inside it (a clone under /tmp, its .venv, ../shared/datasets),
+    nothing else."""
+    tmp = os.path.realpath(tempfile.gettempdir())
+    tops = {os.path.relpath(os.path.realpath(path), tmp).split(os.sep)[0] for path in _needed()}
+    return sorted({"<own>"} | {top for top in tops if top not in (os.curdir, os.pardir)})
+
+
 def _graded_report(tmp_path, monkeypatch, switch: str) -> tuple[dict, object]:
     monkeypatch.setenv(forkserver.SWITCH_ENV, switch)
     ws = open_workspace(tmp_path / f"ws-{switch}")
     handin = course.read_notebook(course.solution_path(ASSIGNMENT))
-    handin.cells.insert(1, new_code_cell(REPORT.replace("WORKSPACE", repr(str(ws.root)))))
+    report = (REPORT.replace("HIDDEN_PATHS", repr(hidden_paths(ws))).replace("NEEDED_PATHS", repr(_needed()))
+              .replace("TEMP_ROOT", repr(tempfile.gettempdir())))
+    handin.cells.insert(1, new_code_cell(report))
     add_submission(ws, "ada", ASSIGNMENT, handin)
     [result] = grade(ws, [ASSIGNMENT], jobs=1)
     graded = nbformat.read(ws.autograded_path("ada", ASSIGNMENT), as_version=4)
@@ -61,17 +83,26 @@ def _graded_report(tmp_path, monkeypatch, switch: str) -> tuple[dict, object]:
 
 @pytest.mark.slow
 def test_a_forked_kernel_is_isolated_exactly_like_a_fresh_one(tmp_path, monkeypatch):
+    """What isolation promises wherever the clone lies (under /tmp, under /home, in a path
+    with a space): the workspace, the solutions, the autograder and the git history are
+    hidden (empty, or gone with the rest of the temp folder); the course, its environment
+    and the dataset mirror stay readable; the temp folder shows nothing but the kernel's
+    own run folder and the folders that lead to those."""
     forked, forked_result = _graded_report(tmp_path, monkeypatch, "1")
     fresh, fresh_result = _graded_report(tmp_path, monkeypatch, "0")
     assert any("autograder.forkserver" in part or part.endswith("forkserver.py") for part in forked["command"]), forked["command"]
     assert "--inner" in fresh["command"]
+    isolated = probe()[0] == "namespaces"
     for report in (forked, fresh):
         del report["command"]
+        if not isolated:
+            del report["tmp"]  # the machine's own temp folder, which other tests change meanwhile
     assert forked == fresh
-    if probe()[0] == "namespaces":  # what the namespaces give, seen from inside
+    assert all(forked["needed"]), list(zip(_needed(), forked["needed"]))
+    if isolated:  # what the namespaces give, seen from inside
         assert forked["pid"] == 1 and forked["interfaces"] == ["lo"]
-        assert forked["workspace"] in ([], "FileNotFoundError")  # hidden, or gone with the rest of /tmp
-        assert forked["tmp"] == 1 and forked["read_only_root"]
+        assert all(listing in ([], "FileNotFoundError") for listing in forked["hidden"]), forked["hidden"]
+        assert forked["tmp"] == _visible_in_tmp() and forked["read_only_root"]
     assert forked["no_new_privs"] == "1" and forked["cwd"] == "work" and forked["tmpdir"]
     for result in (forked_result, fresh_result):
         assert result.status == "graded" and result.score.auto_score == result.score.auto_max > 0, result.message
