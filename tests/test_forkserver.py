@@ -11,6 +11,7 @@ import time
 import nbformat
 import pytest
 from conftest import REPO_ROOT
+from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 from nbformat.v4 import new_code_cell
 
@@ -165,7 +166,13 @@ def test_a_kernel_dies_with_its_launcher(server, tmp_path):
     while len(_descendants(server_pid)) < 2:  # the supervisor and the kernel it forked
         assert launcher.poll() is None and time.monotonic() < deadline, "no kernel was forked"
         time.sleep(0.2)
-    time.sleep(2)  # the kernel is up and waiting for nbgrader
+    client = BlockingKernelClient(connection_file=connection_file)
+    client.load_connection_file()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=120)  # the kernel is up and waiting for nbgrader: it answers
+    finally:
+        client.stop_channels()
     assert launcher.poll() is None
     launcher.send_signal(signal.SIGKILL)  # what jupyter_client does to a kernel that will not stop
     launcher.wait()
