@@ -5,9 +5,9 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -171,8 +171,22 @@ def test_solution_notebooks_are_committed_without_outputs():
 
 def test_workspaces_that_share_a_calibration_cache_calibrate_once(tmp_path, monkeypatch):
     """Two workspaces calibrating the same source at once (two test workers, two instructors with one
-    COURSE_CALIBRATION_DIR): one runs the solution, the other waits and reads its verdicts."""
-    monkeypatch.setenv(ledger.CALIBRATION_DIR_ENV, str(tmp_path / "shared"))
+    COURSE_CALIBRATION_DIR): one runs the solution, the other waits and reads its verdicts. The run
+    ends only once the other has asked for the shared cache's lock, so the other did wait."""
+    shared = tmp_path / "shared"
+    monkeypatch.setenv(ledger.CALIBRATION_DIR_ENV, str(shared))
+    asked = threading.Condition()
+    askers = []  # the threads that asked for the shared lock
+
+    class WatchedLock(ledger.FileLock):
+        def acquire(self, *args, **kwargs):
+            if Path(self.lock_file).parent == shared:
+                with asked:
+                    askers.append(threading.get_ident())
+                    asked.notify_all()
+            return super().acquire(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "FileLock", WatchedLock)
     name = course.assignments()[0]
     spaces = []
     for i in range(2):
@@ -180,19 +194,16 @@ def test_workspaces_that_share_a_calibration_cache_calibrate_once(tmp_path, monk
         ws.source_path(name).parent.mkdir(parents=True)
         shutil.copyfile(course.solution_path(name), ws.source_path(name))
         spaces.append(ws)
-    runs, started = [], threading.Barrier(2)
+    runs = []
 
     def run(scratch, source):
         runs.append(scratch)
-        time.sleep(0.5)
+        with asked:
+            assert asked.wait_for(lambda: len(set(askers)) == 2, timeout=120), "the other workspace never asked"
         return [{"event": "verdicts", "hash": digest, "lines": {"7": 1}, "n": n}
                 for n, digest in enumerate(ledger.test_cells(course.read_notebook(source)))]
 
-    def calibrate(ws):
-        started.wait()
-        return ledger.calibration(ws, name, run)
-
     with ThreadPoolExecutor(2) as pool:
-        first, second = pool.map(calibrate, spaces)
+        first, second = pool.map(lambda ws: ledger.calibration(ws, name, run), spaces)
     assert len(runs) == 1 and first == second and first
     assert all(ws.calibration_path(name).is_file() for ws in spaces)
