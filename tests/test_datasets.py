@@ -2,6 +2,7 @@
 import functools
 import hashlib
 import http.server
+import socket
 import threading
 
 import pytest
@@ -38,6 +39,14 @@ def isolated(monkeypatch, tmp_path):
     server.shutdown()
 
 
+@pytest.fixture
+def closed_url():
+    """A loopback URL that refuses connections: a port this test holds bound and never listens on."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}/closed-port.txt"
+
+
 def test_registry_entries_are_complete():
     for name, entry in data.registry().items():
         assert set(entry) >= {"filename", "url", "sha256", "bytes", "license"}, name
@@ -52,11 +61,11 @@ def test_loads_tiny_shakespeare_from_the_offline_mirror():
     assert text.startswith("First Citizen:")
 
 
-def test_downloads_verifies_and_then_uses_the_cache(isolated, tmp_path):
+def test_downloads_verifies_and_then_uses_the_cache(isolated, tmp_path, closed_url):
     assert data.load_text("sample") == SAMPLE.decode()
     cached = tmp_path / "cache" / "sample.txt"
     assert cached.read_bytes() == SAMPLE
-    isolated["url"] = "http://127.0.0.1:9/gone.txt"  # the cache must serve it now
+    isolated["url"] = closed_url  # the cache must serve it now
     assert data.dataset_path("sample") == cached
 
 
@@ -83,8 +92,8 @@ def test_offline_without_a_copy_names_the_url_and_the_path_to_fill(isolated, mon
     assert "COURSE_DATA_DIR" in message
 
 
-def test_no_network_is_a_clear_error_and_the_fallback_keeps_the_notebook_going(isolated, capsys):
-    isolated["url"] = "http://127.0.0.1:9/closed-port.txt"
+def test_no_network_is_a_clear_error_and_the_fallback_keeps_the_notebook_going(isolated, capsys, closed_url):
+    isolated["url"] = closed_url
     with pytest.raises(data.DatasetUnavailable, match="Fix: download"):
         data.load_text("sample")
     assert data.load_text("sample", fallback="small text") == "small text"
