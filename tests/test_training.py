@@ -225,3 +225,112 @@ def test_plot_history_draws_curves_against_steps_and_time():
     with pytest.raises(ValueError):
         training.plot_history(history, x="epoch")
     plt.close("all")
+
+
+def fake_cuda(monkeypatch, capability):
+    """torch.cuda answering as on a GPU of this compute capability (no GPU needed). Like the real
+    is_bf16_supported, the fake counts emulation by default: True on every CUDA GPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                        lambda including_emulation=True: including_emulation or capability >= (8, 0))
+
+
+@pytest.mark.parametrize("capability, expected", [
+    ((7, 5), "fp16"),  # a Colab T4: bfloat16 only emulated
+    ((7, 0), "fp16"),  # a V100
+    ((8, 0), "bf16"),  # an A100
+    ((8, 9), "bf16"),  # an L4
+    ((9, 0), "bf16"),  # an H100
+])
+def test_auto_precision_follows_the_compute_capability(monkeypatch, capability, expected):
+    fake_cuda(monkeypatch, capability)
+    assert training.device_precision(torch.device("cuda")) == expected
+    assert training.device_precision("cuda", "fp32") == "fp32"
+    assert training.make_scaler("cuda", expected).is_enabled() == (expected == "fp16")
+
+
+def test_without_cuda_the_device_is_the_cpu_and_the_precision_fp32(monkeypatch):
+    from utils.runtime import get_device
+
+    def no_gpu(device=None):
+        raise AssertionError("asked a GPU's capability without CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", no_gpu)
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    device = get_device()
+    assert training.device_precision(device) == "fp32"
+    assert not training.make_scaler(device, "fp32").is_enabled()
+
+
+def test_an_fp16_step_whose_gradients_overflow_is_skipped(monkeypatch):
+    """A T4's path (fp16 autocast and a GradScaler), run on the CPU: the step whose gradients are
+    inf leaves the weights and the optimizer as they were, and training goes on."""
+    monkeypatch.setattr(training, "device_precision", lambda device, requested="auto": "fp16")
+    clean = [get_batch("train", torch.Generator().manual_seed(s)) for s in range(2)]
+
+    def run(batches):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Embedding(V, 16), nn.Linear(16, V))  # no dropout: both runs draw alike
+        start = [p.detach().clone() for p in model.parameters()]
+        feed = iter(batches)
+
+        def poisoned_loss(m, batch):
+            x, y, poison = batch
+            loss = loss_fn(m, (x, y))
+            return loss * math.inf if poison else loss
+
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        history = train(model, opt, lambda split, g: next(feed), poisoned_loss,
+                        config(max_steps=len(batches), eval_every=0))
+        return model, start, history
+
+    skipped, start, history = run([(*clean[0], False), (*clean[0], True), (*clean[1], False)])
+    plain, _, _ = run([(*clean[0], False), (*clean[1], False)])
+    assert not math.isfinite(history.grad_norm[1]) and all(math.isfinite(g) for g in history.grad_norm[::2])
+    for got, want, before in zip(skipped.parameters(), plain.parameters(), start):
+        assert torch.equal(got, want)
+        assert not torch.equal(got, before)  # the other two steps did update
+
+
+def test_a_checkpoint_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch):
+    path = tmp_path / "gpu.pt"
+    model, opt = fresh()
+    history = train(model, opt, get_batch, loss_fn, config(max_steps=5))
+    generator = torch.Generator().manual_seed(42)
+    with monkeypatch.context() as gpu:  # every tensor tagged cuda:0, the CUDA generators' states, an fp16 scaler
+        gpu.setattr(torch.serialization, "location_tag", lambda storage: "cuda:0")
+        gpu.setattr(torch.cuda, "is_available", lambda: True)
+        gpu.setattr(torch.cuda, "get_rng_state_all", lambda: [torch.zeros(16, dtype=torch.uint8)])
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+        training.save_checkpoint(path, model, opt, scaler, 5, history, generator)
+    with pytest.raises(RuntimeError, match="CUDA"):
+        torch.load(path, weights_only=False)  # as written: a GPU's file
+
+    resumed, resumed_opt = fresh(seed=7)
+    resumed_generator = torch.Generator()
+    step, restored = training.load_checkpoint(path, resumed, resumed_opt, training.make_scaler("cpu", "fp32"),
+                                              resumed_generator)
+    assert step == 5 and restored == history
+    assert torch.equal(resumed_generator.get_state(), generator.get_state())
+    for a, b in zip(model.parameters(), resumed.parameters()):
+        assert torch.equal(a, b) and b.device.type == "cpu"
+        assert torch.equal(opt.state[a]["exp_avg"], resumed_opt.state[b]["exp_avg"])
+    more = train(resumed, resumed_opt, get_batch, loss_fn, config(max_steps=8, checkpoint_path=str(path)))
+    assert more.steps == list(range(1, 9))
+
+
+def test_compiled_training_equals_eager_training_and_saves_plain_names(tmp_path, monkeypatch):
+    """TrainConfig(compile=True) with Dynamo's eager backend standing in for a GPU's Inductor."""
+    import functools
+
+    eager = train(*fresh(), get_batch, loss_fn, config(max_steps=6, eval_every=3))
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    path = tmp_path / "compiled.pt"
+    model, opt = fresh()
+    compiled = train(model, opt, get_batch, loss_fn, config(max_steps=6, eval_every=3, compile=True,
+                                                            checkpoint_path=str(path)))
+    assert compiled.train_loss == pytest.approx(eager.train_loss, rel=1e-5)
+    assert compiled.eval_val_loss == pytest.approx(eager.eval_val_loss, rel=1e-5)
+    assert set(torch.load(path, weights_only=False)["model"]) == set(model.state_dict())

@@ -10,8 +10,9 @@ What the loop does for you:
   - an evaluation of the mean loss on both splits every `eval_every` steps, on the same
     `eval_batches` batches each time (a fixed generator), so the curve is comparable;
   - gradient clipping to a total norm of `grad_clip` (the norm *before* clipping is recorded);
-  - mixed precision chosen from the device: bf16 autocast on a GPU that supports it, fp16
-    autocast with a gradient scaler on older GPUs (a Colab T4), plain fp32 on the CPU;
+  - mixed precision chosen from the device: bf16 autocast on a GPU that computes in it natively
+    (compute capability 8.0 or newer), fp16 autocast with a gradient scaler on older GPUs
+    (a Colab T4), plain fp32 on the CPU;
   - optional `torch.compile`;
   - checkpoints written atomically (model, optimizer, scaler, step, every random generator,
     history), so that a Colab session that was cut off resumes exactly where it stopped:
@@ -39,7 +40,7 @@ from typing import Any, Callable
 import torch
 
 __all__ = [
-    "TrainConfig", "History", "choose_precision", "device_precision", "autocast", "make_scaler",
+    "TrainConfig", "History", "choose_precision", "native_bf16", "device_precision", "autocast", "make_scaler",
     "unwrap", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "count_tokens",
     "evaluate", "train", "plot_history",
 ]
@@ -117,11 +118,18 @@ def choose_precision(device_type: str, bf16_supported: bool = False, requested: 
     return requested
 
 
-def device_precision(device: torch.device, requested: str = "auto") -> str:
-    """choose_precision for an actual device (asks CUDA whether it supports bfloat16)."""
+def native_bf16(device: torch.device) -> bool:
+    """True on a CUDA GPU whose tensor cores compute in bfloat16: compute capability 8.0 or newer
+    (A100, L4, H100). A Colab T4 (7.5) only emulates bfloat16, slowly, although
+    torch.cuda.is_bf16_supported() answers True there (it counts emulation by default)."""
     device = torch.device(device)
-    bf16 = device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    return choose_precision(device.type, bf16, requested)
+    return device.type == "cuda" and torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def device_precision(device: torch.device, requested: str = "auto") -> str:
+    """choose_precision for an actual device (bfloat16 only where native_bf16)."""
+    device = torch.device(device)
+    return choose_precision(device.type, native_bf16(device), requested)
 
 
 def autocast(device: torch.device, precision: str):
@@ -199,10 +207,15 @@ def save_checkpoint(path, model, optimizer, scaler, step: int, history: History,
     return path
 
 
-def load_checkpoint(path, model, optimizer=None, scaler=None, generator: torch.Generator | None = None,
-                    map_location=None) -> tuple[int, History]:
-    """Restore what save_checkpoint wrote; returns (step, history)."""
-    state = torch.load(path, map_location=map_location or "cpu", weights_only=False)
+def load_checkpoint(path, model, optimizer=None, scaler=None,
+                    generator: torch.Generator | None = None) -> tuple[int, History]:
+    """Restore what save_checkpoint wrote, on any device; returns (step, history).
+
+    Everything is read to the CPU, wherever it was written: load_state_dict copies the weights
+    and the optimizer's moments onto the devices of the model's parameters, and the random
+    generators' states must be CPU tensors (read onto a GPU, resuming there would fail).
+    """
+    state = torch.load(path, map_location="cpu", weights_only=False)
     unwrap(model).load_state_dict(state["model"])
     if optimizer is not None:
         optimizer.load_state_dict(state["optimizer"])
@@ -269,8 +282,7 @@ def train(
     generator = torch.Generator().manual_seed(config.seed)
     history, step = History(), 0
     if config.checkpoint_path and config.resume and Path(config.checkpoint_path).exists():
-        step, history = load_checkpoint(config.checkpoint_path, model, optimizer, scaler, generator,
-                                        map_location=device)
+        step, history = load_checkpoint(config.checkpoint_path, model, optimizer, scaler, generator)
         print(f"resumed from {config.checkpoint_path} at step {step}")
     start_step = step
     net = torch.compile(model) if config.compile else model
