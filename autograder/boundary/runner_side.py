@@ -1,0 +1,306 @@
+"""The trusted side of the boundary: stand-ins for the student's names in the runner.
+
+In the runner each graded name of the notebook is a `Handle`: calling it sends the arguments
+to the student's kernel by value (autograder.boundary.codec) and brings the result back by
+value. What is not data (an instance of the student's class, a module, a generator) stays in
+the kernel and comes back as a `Handle`, through which attribute reads, method calls, `len`,
+iteration and indexing are forwarded. A handle is never data: `utils.checks.plain` refuses
+it, and comparing it raises, so a check only ever compares values the runner decoded itself.
+
+Semantics a single kernel gives and the tests rely on:
+- gradients: a call whose outputs require grad is joined to the runner's graph by `_Bridge`,
+  whose backward sends the output gradients to the kernel and brings back the inputs';
+- in-place changes: an argument the call changed (a list, a dict, a tensor written in place)
+  is copied back into the runner's object;
+- randomness: torch's global generator state goes with every call and comes back, and a
+  torch.Generator argument comes back advanced, so seeded draws are those of one kernel;
+- grad mode: a call made under `torch.no_grad()` runs under it in the kernel.
+"""
+from __future__ import annotations
+
+import queue
+import time
+import uuid
+import weakref
+
+import torch
+
+from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode
+from autograder.boundary.kernel_side import TARGET
+
+BUILTIN_ERRORS = {
+    cls.__name__: cls for cls in (
+        ArithmeticError, AssertionError, AttributeError, IndexError, KeyError, LookupError, NameError,
+        NotImplementedError, OverflowError, RecursionError, RuntimeError, StopIteration, TypeError,
+        ValueError, ZeroDivisionError, MemoryError)
+}
+
+
+class KernelError(Exception):
+    """The student's code raised an exception that is not one of Python's own."""
+
+
+class BoundaryError(Exception):
+    """The kernel did not answer as the protocol says (dead, too slow, or a malformed reply)."""
+
+
+class KernelLink:
+    """Requests to the kernel's agent over a comm of a kernel client of our own."""
+
+    def __init__(self, client, timeout: float = 60.0, limits: Limits = Limits(), output_cap: int = 1 << 20):
+        self.client, self.timeout, self.limits, self.output_cap = client, timeout, limits, output_cap
+        self.comm_id = uuid.uuid4().hex
+        self.outputs: list[dict] = []     # what the student's code printed during calls (stream outputs)
+        self.handles: weakref.WeakValueDictionary[int, Handle] = weakref.WeakValueDictionary()
+        self.released: list[int] = []
+        self._send("comm_open", {"comm_id": self.comm_id, "target_name": TARGET, "data": {}})
+
+    def _send(self, msg_type: str, content: dict, buffers=None) -> str:
+        msg = self.client.session.msg(msg_type, content)
+        self.client.session.send(self.client.shell_channel.socket, msg, buffers=buffers)
+        return msg["header"]["msg_id"]
+
+    def request(self, fields: dict):
+        """The kernel's decoded answer to one request, or the exception its code raised."""
+        if self.released:
+            fields["release"], self.released = self.released, []
+        fields["rng"], fields["grad"] = torch.get_rng_state(), torch.is_grad_enabled()
+        try:
+            tree, buffers = encode(fields, self.limits, self._reference)
+        except CodecError as exc:
+            raise TypeError(f"cannot send this to your code: {exc}") from None
+        msg_id = self._send("comm_msg", {"comm_id": self.comm_id, "data": {"tree": tree}}, buffers)
+        reply = decode(*self._await(msg_id), self.limits, self._handle)
+        if type(reply) is not dict:
+            raise BoundaryError("the kernel's reply is not a dict")
+        if type(reply.get("rng")) is torch.Tensor and reply["rng"].dtype == torch.uint8:
+            torch.set_rng_state(reply["rng"])
+        if "error" in reply:
+            error = reply["error"]
+            if type(error) is not list or len(error) != 2 or not all(type(x) is str for x in error):
+                raise BoundaryError("a malformed error in the kernel's reply")
+            raise BUILTIN_ERRORS.get(error[0], KernelError)(f"{error[0]}: {error[1]}" if error[0] not in
+                                                            BUILTIN_ERRORS else error[1])
+        return reply
+
+    def _await(self, msg_id: str) -> tuple[list, list]:
+        """The comm reply to `msg_id`, after every output of that request has arrived."""
+        deadline, answer, printed = time.monotonic() + self.timeout, None, 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BoundaryError(f"your code did not answer within {self.timeout:g} s")
+            try:
+                msg = self.client.get_iopub_msg(timeout=min(left, 1.0))
+            except queue.Empty:
+                if not self.client.is_alive():
+                    raise BoundaryError("the kernel died") from None
+                continue
+            except Exception as exc:  # a message the session cannot read (forged, nested too deep...)
+                raise BoundaryError(f"an unreadable message from the kernel ({type(exc).__name__})") from None
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg.get("msg_type"), msg.get("content", {})
+            if kind == "comm_msg" and answer is None and content.get("comm_id") == self.comm_id:
+                data = content.get("data")
+                if type(data) is not dict:
+                    raise BoundaryError("a malformed reply from the kernel")
+                answer = (data.get("tree"), [bytes(b) for b in msg.get("buffers") or []])
+            elif kind == "stream" and type(content.get("text")) is str and content.get("name") in ("stdout", "stderr"):
+                printed += len(content["text"])
+                if printed <= self.output_cap:
+                    self.outputs.append({"name": content["name"], "text": content["text"]})
+            elif kind == "status" and content.get("execution_state") == "idle":
+                if answer is None:
+                    raise BoundaryError("the kernel ended the request without an answer")
+                return answer
+
+    def _reference(self, value) -> Ref:
+        if type(value) is Handle:
+            return value._ref()
+        raise CodecError(f"a {type(value).__name__} of the test")
+
+    def _handle(self, ref: Ref) -> "Handle":
+        if ref.side != "kernel":
+            raise CodecError("the kernel named an object of the runner")
+        handle = self.handles.get(ref.number)
+        if handle is None:
+            handle = self.handles[ref.number] = Handle(self, ref)
+        return handle
+
+    # -- the operations ----------------------------------------------------------------
+    def call(self, target, path: list[str], args: tuple, kwargs: dict):
+        request = {"op": "call", "target": target, "path": path, "args": list(args), "kwargs": dict(kwargs)}
+        reply = self.request(request)
+        _copy_back(args, reply.get("after"))
+        _copy_back(kwargs, reply.get("kwargs_after"))
+        value = reply.get("value")
+        if "node" in reply:
+            value = _bridge(self, reply["node"], (args, kwargs), value, reply.get("outputs"))
+        return value
+
+    def backward(self, node: int, grads: list):
+        value = self.request({"op": "backward", "node": node, "grads": grads})["value"]
+        if type(value) is not list or not all(g is None or type(g) is torch.Tensor for g in value):
+            raise BoundaryError("the kernel's gradients are not a list of tensors")
+        return value
+
+    def value(self, op: str, target, **fields):
+        return self.request({"op": op, "target": target, **fields})["value"]
+
+
+class Handle:
+    """A name of the student's notebook (`target` a str, read in the kernel each time it is
+    used), or an object that stays in the kernel (`target` a Ref: an instance of your class,
+    a module, a bound method...). Attribute reads, calls, len, iteration and indexing are
+    forwarded; what comes back is data or another Handle."""
+
+    def __init__(self, link: KernelLink, target):
+        object.__setattr__(self, "_link", link)
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_names", None)
+
+    def _ref(self):
+        if type(self._target) is Ref:
+            return self._target
+        return self._link.value("get", self._target)  # the notebook's object now: a Handle, or data
+
+    def __call__(self, *args, **kwargs):
+        return self._link.call(self._target, [], args, kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._link.value("get", self._target, path=[name])
+
+    def __setattr__(self, name, value):
+        raise TypeError(f"the test cannot set attributes of {self!r}")
+
+    def __eq__(self, other):
+        raise TypeError(f"{self!r} is not data: the checks compare only the data it returns")
+
+    __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __eq__
+    __hash__ = object.__hash__
+
+    def type_names(self) -> list[str]:
+        """The kernel's names for the object's classes, most derived first (data, untrusted)."""
+        if self._names is None:
+            names = self._link.value("describe", self._target)
+            if type(names) is not list or not all(type(n) is str for n in names):
+                raise BoundaryError("the kernel described a class with something other than names")
+            object.__setattr__(self, "_names", names)
+        return self._names
+
+    def __len__(self) -> int:
+        n = self._link.value("len", self._target)
+        if type(n) is not int or n < 0:
+            raise BoundaryError("len() of your object is not a non-negative int")
+        return n
+
+    def __iter__(self):
+        items = self._link.value("list", self._target)
+        if type(items) is not list:
+            raise BoundaryError("iterating over your object gave no list")
+        return iter(items)
+
+    def __getitem__(self, key):
+        return self._link.value("getitem", self._target, key=key)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __del__(self):
+        if type(self._target) is Ref:
+            try:
+                self._link.released.append(self._target.number)
+            except Exception:  # the link is gone with the runner
+                pass
+
+    def __repr__(self) -> str:
+        if type(self._target) is str:
+            return f"your {self._target}"
+        try:
+            return f"your {self.type_names()[0].rsplit('.', 1)[-1][:60]} object"
+        except Exception:
+            return "your object"
+
+
+# -- copying back and gradients ---------------------------------------------------------
+def _copy_back(originals, after) -> None:
+    """Write what the call did to its arguments into the runner's own objects."""
+    if after is None:
+        return
+    pairs = originals.items() if isinstance(originals, dict) else enumerate(originals)
+    for key, original in pairs:
+        new = after[key] if isinstance(after, dict) and key in after or isinstance(after, list) and \
+            type(key) is int and key < len(after) else None
+        if new is None:
+            continue
+        if type(original) is list and type(new) is list:
+            original[:] = new
+        elif type(original) is dict and type(new) is dict:
+            original.clear()
+            original.update(new)
+        elif type(original) is set and type(new) is set:
+            original.clear()
+            original.update(new)
+        elif isinstance(original, torch.Tensor) and type(new) is torch.Tensor:
+            with torch.no_grad():
+                if original.shape == new.shape:
+                    original.copy_(new.to(original.dtype))
+                else:
+                    original.data = new.to(original.dtype)
+        elif isinstance(original, torch.Generator) and type(new) is torch.Generator:
+            original.set_state(new.get_state())
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    from autograder.boundary.kernel_side import _tensors as walk
+
+    return walk(value)
+
+
+class _Bridge(torch.autograd.Function):
+    """Joins a call's outputs to the runner's graph; backward asks the kernel for the inputs' gradients."""
+
+    @staticmethod
+    def forward(ctx, link, node, n_inputs, *tensors):
+        ctx.link, ctx.node, ctx.n_inputs = link, node, n_inputs
+        ctx.input_meta = [(t.shape, t.dtype) for t in tensors[:n_inputs]]
+        return tuple(t.clone() for t in tensors[n_inputs:])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        sent = [None if g is None else g.detach() for g in grads]
+        received = ctx.link.backward(ctx.node, sent)
+        inputs = []
+        for i, (shape, dtype) in enumerate(ctx.input_meta):
+            g = received[i] if i < len(received) else None
+            if g is not None and (g.shape != shape or not g.dtype.is_floating_point and not g.dtype.is_complex):
+                raise BoundaryError("the kernel sent a gradient of the wrong shape")
+            inputs.append(None if g is None else g.to(dtype))
+        return (None, None, None, *inputs, *[None] * len(grads))
+
+
+def _bridge(link: KernelLink, node: int, arguments, value, output_indices):
+    """`value` with its gradient-carrying tensors replaced by outputs of a `_Bridge` node."""
+    found = _tensors(value)
+    if type(output_indices) is not list or not all(type(i) is int and 0 <= i < len(found) for i in output_indices):
+        raise BoundaryError("the kernel named outputs that its answer does not hold")
+    outputs = [found[i] for i in output_indices]
+    inputs = [t for t in _tensors(arguments) if t.requires_grad]
+    if len(inputs) == 0:
+        inputs = [torch.zeros((), requires_grad=True)]  # so that the outputs require grad (parameters only)
+    bridged = _Bridge.apply(link, node, len(inputs), *inputs, *[o.detach() for o in outputs])
+    mapping = {id(o): b for o, b in zip(outputs, bridged)}
+    return _replace(value, mapping)
+
+
+def _replace(value, mapping: dict):
+    if isinstance(value, torch.Tensor):
+        return mapping.get(id(value), value)
+    if type(value) in (list, tuple):
+        return type(value)(_replace(v, mapping) for v in value)
+    if type(value) is dict:
+        return {k: _replace(v, mapping) for k, v in value.items()}
+    return value

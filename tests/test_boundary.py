@@ -1,0 +1,259 @@
+"""The boundary between the student's kernel and the trusted runner (autograder/boundary):
+the codec refuses what is not data, and a call through a real kernel behaves as a call in
+one process (values, gradients, in-place changes, random draws, exceptions, printing)."""
+from __future__ import annotations
+
+import json
+import pickle
+from collections import Counter, OrderedDict
+
+import numpy
+import pytest
+import torch
+from jupyter_client.manager import start_new_kernel
+
+from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode
+from autograder.boundary.runner_side import BoundaryError, Handle, KernelError, KernelLink
+from utils.checks import plain
+
+
+def roundtrip(value):
+    tree, buffers = encode(value)
+    tree = json.loads(json.dumps(tree))  # what a Jupyter message carries
+    return decode(tree, buffers)
+
+
+@pytest.mark.parametrize("value", [
+    None, True, False, 0, -7, 10**40, 1.5, float("inf"), 2.0**-1074, 1 + 2j, "purple cats", "", b"\x00\xff",
+    [1, [2, (3, "x")]], (), {"a": 1, 2: [3]}, {1, 2, 3}, frozenset({"a"}), Counter("purple"),
+    OrderedDict([("b", 1), ("a", 2)]), numpy.arange(6, dtype=numpy.int32).reshape(2, 3), numpy.float64(0.25),
+    numpy.bool_(True),
+])
+def test_data_round_trips_with_its_exact_type(value):
+    back = roundtrip(value)
+    assert type(back) is type(value)
+    if isinstance(value, numpy.ndarray):
+        assert back.dtype == value.dtype and numpy.array_equal(back, value)
+    else:
+        assert back == value
+
+
+def test_nan_survives():
+    assert roundtrip(float("nan")) != roundtrip(float("nan"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool, torch.complex64])
+def test_tensors_keep_dtype_shape_and_values(dtype):
+    t = (torch.arange(24).reshape(2, 3, 4) % 5).to(dtype)
+    back = roundtrip(t[:, 1:])  # not contiguous
+    assert type(back) is torch.Tensor and back.dtype == dtype and torch.equal(back, t[:, 1:])
+    assert roundtrip(torch.empty(0, 3)).shape == (0, 3)
+
+
+def test_parameters_keep_requires_grad_and_their_gradient():
+    p = torch.nn.Parameter(torch.randn(3))
+    p.grad = torch.ones(3)
+    back = roundtrip(p)
+    assert type(back) is torch.nn.Parameter and back.requires_grad and torch.equal(back.grad, torch.ones(3))
+    assert roundtrip(torch.randn(2, requires_grad=True)).requires_grad
+
+
+def test_a_generator_crosses_as_its_state():
+    g = torch.Generator().manual_seed(3)
+    back = roundtrip(g)
+    assert torch.equal(torch.randn(4, generator=back), torch.randn(4, generator=g))
+
+
+def test_objects_that_are_not_data_need_a_reference():
+    with pytest.raises(CodecError, match="Linear is not data"):
+        encode(torch.nn.Linear(2, 2))
+    with pytest.raises(CodecError):
+        encode(torch.zeros(2).as_subclass(type("Sub", (torch.Tensor,), {})))
+    tree, buffers = encode([torch.nn.Linear(2, 2)], other=lambda v: Ref("kernel", 7))
+    assert decode(tree, buffers, resolve=lambda ref: ("resolved", ref.number)) == [("resolved", 7)]
+    with pytest.raises(CodecError, match="reference"):
+        decode(tree, buffers)  # a side that keeps no objects refuses references
+
+
+def _tensor_node(shape, nbytes, dtype="float32"):
+    return ["tensor", dtype, shape, False, "cpu", 0, None], [b"\x00" * nbytes]
+
+
+@pytest.mark.parametrize("tree, buffers, reason", [
+    (*_tensor_node([10**12], 16), "elements|needs"),
+    (*_tensor_node([2, 2], 15), "needs 16 bytes"),
+    (*_tensor_node([-1], 0), "sizes >= 0"),
+    (*_tensor_node([2], 8, dtype="object"), "dtype"),
+    (["tensor", "float32", [1], False, "cpu", 3, None], [b"\x00" * 4], "buffer index"),
+    (["ndarray", "float64", [10**9, 10**9], 0], [b""], "elements|bytes"),
+    (["int", "9" * 100_000], [], "digits"),
+    (["pickle", "gASVAAAAAAAAAAB9lC4="], [], "unknown tag"),
+    (["bytes", 0], [pickle.dumps(object())], None),  # pickled bytes stay bytes: nothing unpickles them
+    (["list", "not a list"], [], "list of items"),
+    (["dict", [[["str", "k"]]]], [], "pairs"),
+    (["set", [["list", []]]], [], "malformed set"),
+    ("just a string", [], "tagged list"),
+    (["float", "0x1p+99999999999"], [], "malformed float|hex"),
+])
+def test_hostile_messages_are_refused_with_a_reason(tree, buffers, reason):
+    if reason is None:
+        assert type(decode(tree, buffers)) is bytes
+        return
+    with pytest.raises(CodecError, match=reason):
+        decode(tree, buffers)
+
+
+def test_deep_nesting_and_huge_counts_are_refused_before_building():
+    tree = ["none"]
+    for _ in range(100_000):
+        tree = ["list", [tree]]
+    with pytest.raises(CodecError, match="nested"):
+        decode(tree, [])
+    with pytest.raises(CodecError, match="parts"):
+        decode(["list", [["none"]] * 1000], [], Limits(nodes=100))
+    with pytest.raises(CodecError, match="carries"):
+        decode(["bytes", 0], [b"x" * 1000], Limits(bytes=100))
+
+
+STUDENT = '''
+import torch, torch.nn as nn
+from autograder.boundary.kernel_side import install
+install(get_ipython())
+
+def double(xs):
+    print("hello from your function")
+    return [2 * x for x in xs]
+
+def weighted_sum(x, w):
+    return (x * w).sum(-1)
+
+class Tiny(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+    def forward(self, x):
+        return self.fc(x).tanh()
+
+def append_and_add(xs, t):
+    xs.append(9)
+    t.add_(1)
+
+def draw(n, generator=None):
+    return torch.randn(n, generator=generator)
+
+def grad_mode():
+    return torch.is_grad_enabled()
+
+def fails():
+    raise ValueError("a bad value")
+
+class Odd(Exception):
+    pass
+
+def fails_oddly():
+    raise Odd("odd")
+'''
+
+
+def _kernel_link():
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        reply = kc.execute_interactive(STUDENT, timeout=120)
+        assert reply["content"]["status"] == "ok"
+        yield KernelLink(kc, timeout=20)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+link = pytest.fixture(scope="module")(_kernel_link)
+hostile_link = pytest.fixture(_kernel_link)  # a kernel of its own: the test changes its agent
+
+
+def test_a_call_sends_and_returns_values_and_keeps_what_the_function_printed(link):
+    assert Handle(link, "double")([1, 2.5, "a"]) == [2, 5.0, "aa"]
+    assert {"name": "stdout", "text": "hello from your function\n"} in link.outputs
+
+
+def test_gradients_cross_the_boundary_both_ways(link):
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)
+    Handle(link, "weighted_sum")(x, w).pow(2).sum().backward()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    (x2 * w2).sum(-1).pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(w.grad, w2.grad)
+
+
+def test_a_module_stays_in_the_kernel_and_its_parameters_get_gradients(link):
+    model = Handle(link, "Tiny")(4)
+    assert "torch.nn.modules.module.Module" in model.type_names()
+    assert len(list(model.parameters())) == 2
+    with pytest.raises(AssertionError, match="not data|cannot compare"):
+        plain(model)
+    with pytest.raises(TypeError):
+        model == model  # noqa: B015 (a handle never takes part in a comparison)
+    x = torch.randn(2, 4)
+    model(x).sum().backward()
+    weight, bias = model.fc.weight, model.fc.bias
+    expected = (1 - torch.tanh(x @ weight.detach().T + bias.detach()) ** 2)
+    torch.testing.assert_close(bias.grad, expected.sum(0))
+
+
+def test_in_place_changes_to_arguments_come_back(link):
+    xs, t = [1], torch.zeros(2)
+    Handle(link, "append_and_add")(xs, t)
+    assert xs == [1, 9] and torch.equal(t, torch.ones(2))
+
+
+def test_random_draws_are_those_of_one_process(link):
+    torch.manual_seed(0)
+    remote, after = Handle(link, "draw")(3), torch.randn(2)
+    torch.manual_seed(0)
+    assert torch.equal(remote, torch.randn(3)) and torch.equal(after, torch.randn(2))
+    g, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    remote = Handle(link, "draw")(2, generator=g)
+    assert torch.equal(remote, torch.randn(2, generator=g2))
+    assert torch.equal(torch.randn(2, generator=g), torch.randn(2, generator=g2))
+
+
+def test_grad_mode_goes_with_the_call(link):
+    assert Handle(link, "grad_mode")() is True
+    with torch.no_grad():
+        assert Handle(link, "grad_mode")() is False
+
+
+def test_exceptions_come_back_as_python_s_own_class_or_a_kernel_error(link):
+    with pytest.raises(ValueError, match="a bad value"):
+        Handle(link, "fails")()
+    with pytest.raises(KernelError, match="Odd: odd"):
+        Handle(link, "fails_oddly")()
+    with pytest.raises(NameError, match="not defined"):
+        Handle(link, "never_defined")()
+    with pytest.raises(TypeError, match="cannot send"):
+        Handle(link, "double")([object()])
+
+
+FORGE = """
+comm = next(iter(get_ipython().kernel.comm_manager.comms.values()))
+comm._msg_callback = lambda msg: comm.send({"tree": %s}, buffers=%s)
+"""
+
+
+DEEP = """
+session, pack = get_ipython().kernel.session, get_ipython().kernel.session.pack
+session.pack = lambda o: (b'{"comm_id": "%s", "data": {"tree": ' % o["comm_id"].encode() + b"[" * 100000 + b"]" * 100000
+                          + b"}}") if isinstance(o, dict) and "comm_id" in o and "data" in o else pack(o)
+"""
+
+
+@pytest.mark.parametrize("tree, buffers, error", [
+    ("['tensor', 'float32', [10**12], False, 'cpu', 0, None]", "[b'1234']", "elements|needs"),
+    ("['pickle', 'gASVAAAAAAAAAAB9lC4=']", "[]", "unknown tag"),
+    ("['list', []]", "[]", "unreadable"),  # sent as JSON nested 100,000 deep (DEEP below)
+    ("['list', [['int', '1']]]", "[]", "not a dict"),
+])
+def test_a_forged_reply_is_refused_with_a_reason(hostile_link, tree, buffers, error):
+    Handle(hostile_link, "double")([1])  # opens the comm
+    hostile_link.client.execute_interactive(FORGE % (tree, buffers) + (DEEP if error == "unreadable" else ""), timeout=30)
+    with pytest.raises((CodecError, BoundaryError), match=error):
+        Handle(hostile_link, "double")([1])
