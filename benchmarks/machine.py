@@ -24,6 +24,18 @@ def datasets_available() -> dict[str, bool]:
     return available
 
 
+def gpu_driver() -> str | None:
+    """The NVIDIA driver's version as nvidia-smi reports it (None without one)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
 def machine_info() -> dict:
     import torch
 
@@ -42,6 +54,8 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "gpu_driver": gpu_driver() if torch.cuda.is_available() else None,
+        "cuda": torch.version.cuda,
         "datasets": datasets_available(),
     }
 

@@ -28,9 +28,9 @@ from benchmarks.machine import parse_args, save  # noqa: E402
 TARGET_S = {"full": 90, "fast": 120}
 
 
-def run_once(name: str, fast: bool) -> tuple[float, list[str]]:
-    """Seconds to execute the solution of `name` (kernel start included) and the ids of
-    cells that raised."""
+def run_once(name: str, fast: bool) -> tuple[float, list[str], nbformat.NotebookNode]:
+    """Seconds to execute the solution of `name` (kernel start included), the ids of
+    cells that raised, and the executed notebook."""
     with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
         work = Path(tmp) / name
         shutil.copytree(SOLUTIONS_DIR / name, work)
@@ -52,7 +52,7 @@ def run_once(name: str, fast: bool) -> tuple[float, list[str]]:
         for i, cell in enumerate(nb.cells)
         if cell.cell_type == "code" and any(o.get("output_type") == "error" for o in cell.outputs)
     ]
-    return seconds, errors
+    return seconds, errors, nb
 
 
 def main() -> int:
@@ -62,7 +62,7 @@ def main() -> int:
         for mode in ("full", "fast"):
             times, errors = [], []
             for _ in range(repeat):
-                seconds, errors = run_once(name, fast=mode == "fast")
+                seconds, errors, _ = run_once(name, fast=mode == "fast")
                 times.append(seconds)
             row = {
                 "assignment": name,

@@ -125,9 +125,32 @@ def attention(args, device) -> None:
     print("saved", save("transformer_attention", rows))
 
 
-def train_one(name, model, cfg, ns, device, args, train_ids, val_ids) -> dict:
+def char_data() -> tuple[int, torch.Tensor, torch.Tensor]:
+    """Tiny Shakespeare as characters: (vocabulary size, train ids (N,), validation ids (M,))."""
+    from utils.data import load_text
+    from utils.text import CharCodec, split_ids
+
+    text = load_text("tinyshakespeare")
+    codec = CharCodec.from_text(text)
+    train_ids, val_ids = split_ids(codec.encode(text), 0.1)
+    return len(codec), train_ids, val_ids
+
+
+def build_model(name: str, ns: dict, cfg: dict, vocab_size: int, device) -> nn.Module:
+    """The course's GPT ("course") or BuiltinGPT ("builtin") of configuration cfg, seeded alike."""
+    sizes = (vocab_size, cfg["block_size"], cfg["d_model"], cfg["num_heads"], cfg["num_layers"], cfg["d_ff"], cfg["dropout"])
+    torch.manual_seed(0)
+    return (ns["GPT"](*sizes) if name == "course" else BuiltinGPT(*sizes)).to(device)
+
+
+def train_one(name, cfg, ns, device, data, max_steps=None, compile=False, precision="auto", eval_batches=None,
+              progress=False) -> dict:
+    """Train one model of cfg on data = char_data(); its figures (and its validation curve) as a row."""
     from utils.text import random_windows
     from utils.training import TrainConfig, device_precision, train
+
+    vocab_size, train_ids, val_ids = data
+    model = build_model(name, ns, cfg, vocab_size, device)
 
     def get_batch(split, generator):
         ids = train_ids if split == "train" else val_ids
@@ -141,8 +164,9 @@ def train_one(name, model, cfg, ns, device, args, train_ids, val_ids) -> dict:
     rest = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                                   lr=cfg["max_lr"], betas=(0.9, 0.99), fused=device.type == "cuda")
-    config = TrainConfig(max_steps=args.max_steps or cfg["max_steps"], eval_every=cfg["eval_every"],
-                         eval_batches=cfg["eval_batches"], grad_clip=1.0, compile=args.compile, progress=args.progress)
+    config = TrainConfig(max_steps=max_steps or cfg["max_steps"], eval_every=cfg["eval_every"],
+                         eval_batches=eval_batches or cfg["eval_batches"], grad_clip=1.0, precision=precision,
+                         compile=compile, progress=progress)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     lr_at = ns["lr_at"]
@@ -155,8 +179,9 @@ def train_one(name, model, cfg, ns, device, args, train_ids, val_ids) -> dict:
         "model": name,
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": config.max_steps,
-        "precision": device_precision(device),
-        "compile": args.compile,
+        "precision": device_precision(device, precision),
+        "compile": compile,
+        "eval_batches": config.eval_batches,
         "final_val_loss": round(history.eval_val_loss[-1], 4),
         "best_val_loss": round(history.best_val_loss, 4),
         "train_time_s": round(history.train_time, 1),
@@ -164,40 +189,37 @@ def train_one(name, model, cfg, ns, device, args, train_ids, val_ids) -> dict:
         "time_to_val_1.47_s": round(reached[0], 1) if reached else None,
         "tokens_per_s": round(history.tokens_per_s),
         "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20) if device.type == "cuda" else None,
+        "overflow_steps": sum(not math.isfinite(g) for g in history.grad_norm),  # fp16: steps the scaler skipped
+        "eval_steps": history.eval_steps,
+        "eval_val_loss": [round(v, 4) for v in history.eval_val_loss],
     }
-    print(row)
+    print({k: v for k, v in row.items() if not k.startswith("eval_")})
+    del model
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+def ratios(course: dict, builtin: dict) -> dict:
+    """The course GPT's figures over the built-ins' (below 1: the course GPT takes less)."""
+    row = {"model": "course / builtin",
+           "train_time": round(course["train_time_s"] / builtin["train_time_s"], 3),
+           "tokens_per_s": round(course["tokens_per_s"] / builtin["tokens_per_s"], 3)}
+    if course["time_to_val_1.47_s"] and builtin["time_to_val_1.47_s"]:
+        row["time_to_val_1.47"] = round(course["time_to_val_1.47_s"] / builtin["time_to_val_1.47_s"], 3)
+    if course["peak_gpu_mib"]:
+        row["peak_gpu_memory"] = round(course["peak_gpu_mib"] / builtin["peak_gpu_mib"], 3)
     return row
 
 
 def training(args, device) -> None:
-    from utils.data import load_text
-    from utils.text import CharCodec, split_ids
-
     cfg = CONFIGS[args.config]
-    ns = course_namespace()
-    text = load_text("tinyshakespeare")
-    codec = CharCodec.from_text(text)
-    train_ids, val_ids = split_ids(codec.encode(text), 0.1)
-    sizes = (len(codec), cfg["block_size"], cfg["d_model"], cfg["num_heads"], cfg["num_layers"], cfg["d_ff"], cfg["dropout"])
-    rows = []
-    for name in args.models:
-        torch.manual_seed(0)
-        model = (ns["GPT"](*sizes) if name == "course" else BuiltinGPT(*sizes)).to(device)
-        rows.append(train_one(name, model, cfg, ns, device, args, train_ids, val_ids))
-        del model
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    ns, data = course_namespace(), char_data()
+    rows = [train_one(name, cfg, ns, device, data, args.max_steps, args.compile, args.precision, args.eval_batches,
+                      args.progress) for name in args.models]
     if len(rows) == 2:
-        course, builtin = rows
-        ratios = {"model": "course / builtin",
-                  "train_time": round(course["train_time_s"] / builtin["train_time_s"], 3),
-                  "tokens_per_s": round(course["tokens_per_s"] / builtin["tokens_per_s"], 3)}
-        if course["time_to_val_1.47_s"] and builtin["time_to_val_1.47_s"]:
-            ratios["time_to_val_1.47"] = round(course["time_to_val_1.47_s"] / builtin["time_to_val_1.47_s"], 3)
-        if course["peak_gpu_mib"]:
-            ratios["peak_gpu_memory"] = round(course["peak_gpu_mib"] / builtin["peak_gpu_mib"], 3)
-        rows.append(ratios)
-        print(ratios)
+        rows.append(ratios(*rows))
+        print(rows[-1])
     print("saved", save(f"transformer_train_{args.config}", rows))
 
 
@@ -311,6 +333,9 @@ def main() -> None:
     t.add_argument("--models", nargs="+", choices=["course", "builtin"], default=["course", "builtin"])
     t.add_argument("--max-steps", type=int, default=None, help="override the configuration's step count")
     t.add_argument("--compile", action="store_true", help="torch.compile both models")
+    t.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto",
+                   help="auto: utils.training.device_precision; fp16 forces a T4's path (CUDA only)")
+    t.add_argument("--eval-batches", type=int, default=None, help="override the configuration's evaluation batches")
     t.add_argument("--progress", action="store_true", help="show the progress bar")
     k = sub.add_parser("kv", help="generate against generate_cached")
     k.add_argument("--new-tokens", type=int, nargs="+", default=[64, 128, 256, 512])
