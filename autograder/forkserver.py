@@ -49,7 +49,8 @@ SWITCH_ENV = "AUTOGRADER_FORKSERVER"
 # nn.MultiheadAttention given a key padding mask) import symbolic_shapes and sympy on first use,
 # 0.6 s in every kernel of notebooks 06 and 07. Importing them starts no thread and sets no hook.
 PRELOAD = ("numpy", "torch", "torch.nn", "matplotlib", "matplotlib.pyplot", "ipykernel.kernelapp",
-           "ipykernel.debugger", "torch.fx.experimental.symbolic_shapes", "autograder.guard", "autograder.sandbox")
+           "ipykernel.debugger", "torch.fx.experimental.symbolic_shapes", "autograder.guard", "autograder.sandbox",
+           "autograder.boundary.kernel_side")
 # Variables that differ between two hand-ins (of one batch, or of two workspaces: JUPYTER_PATH
 # leads nbgrader to the workspace's kernelspec) and that no import reads: a server serves them
 # all. Any other difference (thread counts, matplotlib's backend) gets a server of its own.

@@ -43,7 +43,7 @@ from autograder.scores import NotebookScore, read_scores
 from autograder.status import STATUSES, Finding, Kind, Run, decide_status, keeps_points, withholds_all
 from autograder.workspace import (
     KernelDied, NotebookTimeout, Workspace, add_sources, add_submission, autograde, ensure_scripts_on_path,
-    open_workspace,
+    open_workspace, split_execution,
 )
 from utils.cells import label
 
@@ -196,11 +196,12 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits) -> GradeRes
         if run is Run.CRASHED:
             message += _crash_cell(logs, notebook, source)
         if run is Run.COMPLETED:
-            executed, outputs = _executed(ws.autograded_path(student, assignment), limits)
+            in_runner = set(tests.values()) if split_execution() else set()  # cells the kernel never sees
+            executed, outputs = _executed(ws.autograded_path(student, assignment), limits, in_runner)
             findings += outputs + guard_findings(logs, executed)
             if withholds_all(findings):
                 message = "points withheld: a cell disabled the integrity guard; review by hand"
-            else:  # (when every point is withheld, no cell needs judging)
+            elif not split_execution():  # (when every point is withheld, no cell needs judging)
                 findings += _judge_verdicts(ws, student, assignment, logs, tests, limits)
             if not read_scores(ws, assignment, [student]):
                 run, message = Run.FAILED, "nbgrader recorded no score"
@@ -287,9 +288,10 @@ def finish(ws: Workspace, result: GradeResult) -> GradeResult:
     return result
 
 
-def _executed(autograded: Path, limits) -> tuple[int | None, list[Finding]]:
-    """How many cells ran, and what the outputs say about limits hit. The kernel's errors
-    reach us as the names and texts of its error outputs."""
+def _executed(autograded: Path, limits, in_runner: set = frozenset()) -> tuple[int | None, list[Finding]]:
+    """How many cells ran in the kernel (not counting the test cells `in_runner` ran), and what
+    the outputs say about limits hit. The kernel's errors reach us as the names and texts of
+    its error outputs."""
     try:
         nb = nbformat.read(autograded, as_version=4)
     except Exception:
@@ -298,7 +300,8 @@ def _executed(autograded: Path, limits) -> tuple[int | None, list[Finding]]:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        ran += cell.get("execution_count") is not None or bool(cell.get("outputs"))
+        if cell.metadata.get("nbgrader", {}).get("grade_id") not in in_runner:
+            ran += cell.get("execution_count") is not None or bool(cell.get("outputs"))
         for out in cell.get("outputs", []):
             if out.get("output_type") != "error":
                 continue

@@ -579,9 +579,11 @@ def read_key(path: str) -> bytes:
         return os.urandom(32)
 
 
-def launch(connection_file: str, extra: list[str], log, settings, hidden: list[str], key: bytes, origin: str = "") -> None:
-    """Start the IPython kernel in this process, with the guard installed. Only the audit
-    hook keeps a reference to the guard: this frame forgets it before the kernel runs."""
+def launch(connection_file: str, extra: list[str], log, settings, hidden: list[str], key: bytes, origin: str = "",
+           serve_runner=None) -> None:
+    """Start the IPython kernel in this process, with the guard installed and the agent that
+    answers the trusted runner (`serve_runner(shell)`, autograder.boundary.kernel_side.install).
+    Only the audit hook keeps a reference to the guard: this frame forgets it before the kernel runs."""
     guard = Guard(log, settings, hidden, key)
     del key
     sys.addaudithook(guard.audit)
@@ -592,6 +594,8 @@ def launch(connection_file: str, extra: list[str], log, settings, hidden: list[s
     app = IPKernelApp.instance()
     app.initialize(["-f", connection_file, *extra])
     guard.install(app.shell)
+    if serve_runner is not None:
+        serve_runner(app.shell)
     guard.armed = True
     del guard
     app.start()

@@ -1,6 +1,9 @@
 # Base nbgrader configuration of the course. `autograder` copies this file into every
 # workspace it drives (a release build or a grading workspace) as nbgrader_config.py.
 from nbgrader.converters import Autograde
+from nbgrader.preprocessors import Execute
+
+from autograder.boundary.execute import SplitExecute
 
 from autograder.sandbox import Limits
 
@@ -14,9 +17,11 @@ c.Execute.timeout = Limits().cell_timeout
 c.Execute.interrupt_on_timeout = True
 # The locked experiments are replaced by a comment just before the hand-in runs: they grade
 # nothing (autograder/experiments.py).
+# The notebook runs split (autograder/boundary/execute.py): the student's cells in the sandboxed
+# kernel, the test cells in a trusted runner.
 c.Autograde.autograde_preprocessors = [
     "autograder.experiments.SkipExperiments",
-    *Autograde.class_traits()["autograde_preprocessors"].default(),
+    *(SplitExecute if p is Execute else p for p in Autograde.class_traits()["autograde_preprocessors"].default()),
 ]
 # What a student finds in place of each solution region.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -294,6 +294,7 @@ def _absolute_ipc(connection_file: str, home: Path) -> str:
 def inner(argv: list[str]) -> None:
     """Inside the namespaces (or directly, without them): set up, then run the kernel."""
     from autograder import guard  # before the autograder's folder is hidden
+    from autograder.boundary import kernel_side
 
     settings = Settings.from_env(os.environ.get(ENV, "{}"))
     key = guard.read_key(settings.key_file)  # before the workspace that holds it is hidden
@@ -318,7 +319,7 @@ def inner(argv: list[str]) -> None:
     os.dup2(output, 1)  # what reaches the real stdout/stderr stays here, capped by RLIMIT_FSIZE
     os.dup2(output, 2)
     sys.path[:] = [p for p in sys.path if p and not any(p == h or p.startswith(h + os.sep) for h in hidden)]
-    guard.launch(connection_file, extra, log, settings, hidden, key, origin)
+    guard.launch(connection_file, extra, log, settings, hidden, key, origin, kernel_side.install)
 
 
 def main(argv: list[str] | None = None) -> None:

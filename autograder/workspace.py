@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course import REPO_ROOT, SOLUTIONS_DIR, CourseError, check_assignment
+from autograder.course import REPO_ROOT, SOLUTIONS_DIR, CourseError, check_assignment, read_notebook
 from autograder.integrity import read_guard_logs
 from autograder.sandbox import Settings, probe
 
@@ -285,6 +285,11 @@ def hidden_paths(ws: Workspace) -> list[str]:
     return [str(Path(p).resolve()) for p in paths]
 
 
+def split_execution() -> bool:
+    """Whether the test cells run in the trusted runner (autograder/boundary) and not in the kernel."""
+    return os.environ.get("AUTOGRADER_SPLIT_EXECUTION", "0").strip().lower() in {"1", "true", "yes", "on"}
+
+
 def autograde(
     ws: Workspace,
     student: str,
@@ -301,6 +306,12 @@ def autograde(
     args = ["autograde", assignment, "--force", f"--Execute.timeout={settings.limits.cell_timeout}",
             "--Execute.raise_on_iopub_timeout=False", "--KernelManager.transport=ipc", f"--student={student}"]
     base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
+    course = None
+    if split_execution():  # the tests run outside the kernel
+        from autograder.boundary.execute import course_cells
+
+        course = Path(tempfile.mkstemp(prefix=".course-cells-", suffix=".json", dir=ws.root)[1])
+        course.write_text(json.dumps(course_cells(read_notebook(ws.source_path(assignment)))))
     key = os.urandom(32)  # the guard signs its log with it: lines the notebook writes are seen
     key_file = Path(tempfile.mkstemp(prefix=".guard-", suffix=".key", dir=ws.root)[1])
     try:
@@ -311,7 +322,8 @@ def autograde(
         settings.key_file = str(key_file)
         settings.isolation = probe()[1]
         runtime = str(base / "runtime")  # the connection file and the kernel's sockets (nbclient uses TMPDIR)
-        env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime}
+        env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime,
+               "AUTOGRADER_SPLIT": str(course or "")}
         args.append(f"--KernelManager.ip={runtime}/kernel")  # Unix sockets: kernel-1 ... kernel-5
         try:
             run_nbgrader(ws, *args, timeout=settings.limits.notebook_timeout, env=env)
@@ -320,5 +332,7 @@ def autograde(
                 keep.extend(read_guard_logs(base, key))
     finally:
         key_file.unlink(missing_ok=True)
+        if course is not None:
+            course.unlink(missing_ok=True)
         if not os.environ.get("AUTOGRADER_KEEP_SANDBOX"):  # for debugging the sandbox
             shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,127 @@
+"""nbgrader's executor, split in two: the cells the student wrote run in the student's kernel,
+the test cells run in the trusted runner (autograder.boundary.runner), and the locked cells
+in both (the student's code sees their names, the tests see the runner's own copy).
+
+`SplitExecute` takes the place of nbgrader's `Execute` in the autograde preprocessors. Which
+cells are the course's is read from the file named by AUTOGRADER_SPLIT (written by the grader
+from the source notebook, in the workspace the kernel cannot see): a cell runs in the runner
+only when its grade_id and its source are those of a locked or test cell of the source, so a
+cell the student added with copied metadata still runs in the kernel. The executed notebook
+has every cell's outputs in order, so nbgrader's scoring and the feedback work unchanged.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from nbformat.notebooknode import from_dict
+from nbgrader.preprocessors import Execute
+
+ENV = "AUTOGRADER_SPLIT"
+
+
+class RunnerFailed(Exception):
+    """The trusted runner died or could not reach the kernel (the hand-in ends as failed)."""
+
+
+def course_cells(notebook) -> dict:
+    """What the runner needs of a source notebook: the locked and test cells (grade_id ->
+    source and whether it is a test) and the names the solution cells define."""
+    import ast
+
+    cells, names = {}, []
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or "grade_id" not in meta:
+            continue
+        if meta.get("solution"):
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    names.append(node.name)
+        elif meta.get("grade") or meta.get("locked"):
+            cells[meta["grade_id"]] = {"source": cell.source, "test": bool(meta.get("grade"))}
+    return {"cells": cells, "names": names}
+
+
+class TrustedRunner:
+    """The runner process of one hand-in, spoken to over its stdin and stdout."""
+
+    def __init__(self, connection: dict, names: list[str], timeout: float):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "autograder.boundary.runner"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+        )
+        self.ask({"op": "start", "connection": connection, "names": names, "timeout": timeout})
+
+    def ask(self, request: dict) -> dict:
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except (BrokenPipeError, OSError) as exc:
+            raise RunnerFailed(f"the test runner died ({exc})") from None
+        if not line:
+            raise RunnerFailed(f"the test runner died (exit status {self.process.wait()})")
+        reply = json.loads(line)
+        if "failed" in reply:
+            raise RunnerFailed(f"the test runner failed: {reply['failed']}")
+        return reply
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.write(json.dumps({"op": "stop"}) + "\n")
+            self.process.stdin.close()
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+
+
+class SplitExecute(Execute):
+    """Execute, with the course's test cells run by the trusted runner."""
+
+    def preprocess(self, nb, resources=None, km=None):
+        self.course, self.runner = {"cells": {}, "names": []}, None
+        if os.environ.get(ENV):  # else every cell runs in the kernel, as nbgrader's Execute does
+            with open(os.environ[ENV], encoding="utf-8") as handle:
+                self.course = json.load(handle)
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            if self.runner is not None:
+                self.runner.close()
+
+    def _course_cell(self, cell) -> dict | None:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        known = self.course["cells"].get(grade_id)
+        return known if known is not None and known["source"] == cell.source else None
+
+    def _runner(self) -> TrustedRunner:
+        if self.runner is None:
+            info = dict(self.km.get_connection_info())
+            info["key"] = info["key"].decode() if isinstance(info["key"], bytes) else info["key"]
+            self.runner = TrustedRunner(info, self.course["names"], self.timeout or 60)
+        return self.runner
+
+    def preprocess_cell(self, cell, resources, index):
+        known = self._course_cell(cell) if cell.cell_type == "code" else None
+        if known is None or not known["test"]:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            if known is not None:  # a locked cell: the runner runs its own copy
+                self._runner().ask({"op": "run", "source": known["source"], "test": False})
+            return cell, resources
+        reply = self._runner().ask({"op": "run", "source": known["source"], "test": True})
+        if reply.get("interrupt"):
+            self._interrupt()
+        cell.outputs = [from_dict(o) for o in reply["outputs"]]
+        self.code_cells_executed += 1
+        cell.execution_count = self.code_cells_executed
+        return cell, self.resources
+
+    def _interrupt(self) -> None:
+        """A call into the student's code ran past the limit: stop it, as nbgrader does."""
+        from nbclient.util import run_sync
+
+        run_sync(self.km.interrupt_kernel)()
