@@ -13,6 +13,7 @@ COURSE_REQUIRE_BROWSER=1 (set by .ci/run after it installed both), where they fa
 """
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -61,6 +62,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _api(base: str, path: str, body: dict | None = None) -> dict:
+    """A call to the Jupyter server's REST API (POST with `body`, else GET)."""
+    request = urllib.request.Request(f"{base}{path}?token={TOKEN}", method="POST" if body is not None else "GET",
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read() or b"{}")
+
+
+def _serve(command: list[str], env: dict, cwd: Path, log) -> tuple[subprocess.Popen, str]:
+    """JupyterLab on a free loopback port, and its address. The port was free when picked; if
+    another process takes it before the server binds, the server stops (no silent move to
+    another port, where an older server may answer) and the next free port is tried."""
+    for _ in range(5):
+        port = _free_port()
+        server = subprocess.Popen([*command, f"--ServerApp.port={port}", "--ServerApp.port_retries=0"],
+                                  cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while server.poll() is None and time.monotonic() < deadline:
+            try:
+                _api(base, "/api/status")
+                return server, base
+            except OSError:  # not listening yet (or our token refused: not our server)
+                time.sleep(0.5)
+        server.kill()
+        server.wait()
+    raise RuntimeError(f"JupyterLab did not start; see {log.name}")
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab serving an nbgrader course folder that also holds a student's notebook."""
@@ -95,34 +126,23 @@ def lab(tmp_path_factory):
         JUPYTER_CONFIG_DIR=str(root / "config"), JUPYTERLAB_SETTINGS_DIR=str(settings),
         JUPYTERLAB_WORKSPACES_DIR=str(root / "workspaces"), JUPYTER_RUNTIME_DIR=str(root / "runtime"),
     )
-    port = _free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log_path = ARTIFACTS / "jupyterlab.log"
     log = open(log_path, "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={ws.root}",
-         "--allow-root", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=ws.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+               f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={ws.root}", "--allow-root",
+               "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    server = None
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start; see {log_path}") from None
-                time.sleep(0.5)
+        server, base = _serve(command, env, ws.root, log)
         yield base, name
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
         log.close()
         record_artifact(log_path)
 
@@ -162,22 +182,38 @@ def page(browser, request):
     tab.close()
 
 
+def _open_with_a_ready_kernel(page, base: str, path: str) -> None:
+    """Open the notebook at `path` and wait until its kernel is idle. The session is started
+    through the REST API first, so JupyterLab attaches the notebook to it instead of choosing
+    a kernel itself (the "Select Kernel" dialog, which comes when the kernel list is late and
+    then covers the menus); should the dialog appear all the same, its choice (the notebook's
+    own kernel) is accepted. JupyterLab only asks while it attaches the notebook to a kernel,
+    so once the toolbar names the kernel no dialog can come."""
+    session = _api(base, "/api/sessions", {"path": path, "type": "notebook", "name": Path(path).name,
+                                            "kernel": {"name": "python3"}})
+    page.goto(f"{base}/lab/tree/{path}?token={TOKEN}")
+    # The toolbar names the kernel once the notebook is attached ("Kernel" while it looks,
+    # "No Kernel" without one); the toolbar's kernel indicator says "idle" even before.
+    attached = page.locator(".jp-NotebookPanel-toolbar .jp-KernelName", has_text=re.compile("python", re.IGNORECASE))
+    dialog = page.locator(".jp-Dialog")
+    attached.or_(dialog).first.wait_for()
+    if dialog.count():
+        dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+        dialog.wait_for(state="detached")
+        attached.wait_for()
+    # The server follows the kernel's status messages: idle once it answered the page.
+    deadline = time.monotonic() + 120
+    while _api(base, f"/api/kernels/{session['kernel']['id']}")["execution_state"] != "idle":
+        assert time.monotonic() < deadline, "the notebook's kernel did not become idle"
+        time.sleep(0.5)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+
+
 def test_student_runs_a_release_notebook_and_uses_its_widget(lab, page):
     base, name = lab
-    page.goto(f"{base}/lab/tree/student/{name}/{name}.ipynb?token={TOKEN}")
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    setup_output = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="| seed 0 |").first
-    for attempt in range(2):  # on a loaded machine the first click can land before the menu is live
-        _menu(page, "Run", "runmenu:run-all")
-        try:
-            setup_output.wait_for(timeout=60_000)
-            break
-        except PlaywrightTimeout:
-            if attempt:
-                raise
+    _open_with_a_ready_kernel(page, base, f"student/{name}/{name}.ipynb")
+    _menu(page, "Run", "runmenu:run-all")
+    page.locator(".jp-Notebook .jp-OutputArea-output", has_text="| seed 0 |").first.wait_for(timeout=60_000)
 
     check_output = page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-OutputArea-output")
     check_output.filter(has_text="Submission check").first.wait_for(timeout=240_000)
