@@ -34,13 +34,16 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     for name, spec in map(_split, requirements):
         assert pip_deps.setdefault(name, spec) == spec, f"{name} has two different versions in pyproject.toml"
     env = yaml.safe_load((REPO_ROOT / "environment.yml").read_text())
-    conda_deps = {}
+    conda_deps, conda_only = {}, {}
     for item in env["dependencies"]:
         if isinstance(item, str):
             name, spec = _split(item)
-            if name not in CONDA_ONLY:
+            if name in CONDA_ONLY:
+                conda_only[name] = spec
+            else:
                 conda_deps[CONDA_TO_PIP.get(name, name)] = spec
-    assert conda_deps == pip_deps
+    assert conda_deps == pip_deps  # the same packages, each with the same floor (and cap)
+    assert conda_only["python"] == project["requires-python"].replace(" ", "")
     pip_section = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
     assert "-e ." in pip_section, "environment.yml must install the course's own packages"
 
