@@ -51,7 +51,10 @@ def run_once(run_dir: Path, command: list[str], pytest_args: str) -> bool:
     """Clone into run_dir, run `command` there; print what happened. True when it passed."""
     run_dir.mkdir(parents=True)
     clone = fresh_clone(run_dir)
-    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_DATA_DIR", "VIRTUAL_ENV", "PYTEST_ARGS")}
+    # Nothing of this shell's setup: no mirror named (the one beside the clone is found, as in CI),
+    # no virtual environment, no make variables of an enclosing `make test-fresh`.
+    dropped = ("COURSE_DATA_DIR", "VIRTUAL_ENV", "PYTEST_ARGS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     if pytest_args:
         env["PYTEST_ARGS"] = pytest_args  # make reads it (PYTEST_ARGS ?=), also under .ci/run
     log_path = run_dir / "test.log"
