@@ -147,7 +147,7 @@ class Agent:
                     self.namespace[name] = value
         reply = {"value": result, "after": _changed(args, versions), "kwargs_after": _changed(kwargs, versions)}
         found = _tensors(result)
-        indices = [i for i, t in enumerate(found) if t.requires_grad and t.grad_fn is not None]
+        indices = [i for i, t in enumerate(found) if t.requires_grad]  # an argument given back counts too
         if indices:
             number = self._number()
             self.nodes[number] = (leaves, [found[i] for i in indices])

@@ -62,7 +62,7 @@ class Runner:
         client.start_channels()
         self.link = KernelLink(client, timeout=timeout)
         self.timeout = timeout
-        checks._boundary = Boundary(self.link)
+        checks._boundary = Boundary(self.link, self.namespace)
         for name in names:
             self.namespace[name] = Handle(self.link, name)
         return {"ok": True}
@@ -79,7 +79,7 @@ class Runner:
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, self.timeout)
         try:
-            checks._boundary.source = source  # where stand_in finds its definitions
+            checks._boundary.sources.append(source)  # where stand_in finds its definitions
             exec(compile(source, f"<cell {self.count}>", "exec"), self.namespace)
         except BaseException as exc:  # the cell's outcome, whatever it is
             if isinstance(exc, BoundaryError) and "did not answer" in str(exc) or isinstance(exc, CellTimeout):

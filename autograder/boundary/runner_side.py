@@ -18,6 +18,7 @@ Semantics a single kernel gives and the tests rely on:
 """
 from __future__ import annotations
 
+import ast
 import queue
 import time
 import uuid
@@ -313,22 +314,45 @@ class Boundary:
     """What utils.checks asks of the grader while the tests run here (`utils.checks._boundary`):
     stand-ins made in the kernel, calls with names substituted, class checks of handles."""
 
-    def __init__(self, link: KernelLink):
-        self.link = link
-        self.source = ""  # the running cell's (the runner sets it)
+    def __init__(self, link: KernelLink, namespace: dict):
+        self.link, self.namespace = link, namespace
+        self.sources: list[str] = []  # the cells run here, the running one last (the runner adds them)
 
     def stand_in(self, obj, data: dict):
-        """The same class or function, defined in the kernel from its definition in the running cell."""
-        import ast
+        """The same class or function, defined in the kernel from its definition in the running cell
+        or an earlier locked cell (a lambda from its line), with the plain values it reads from the
+        cell's names beside it."""
+        node = self._definition(obj)
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        captured = {}
+        for name in sorted(names - set(data)):
+            if name in self.namespace:
+                try:
+                    encode(self.namespace[name], self.link.limits)
+                except CodecError:  # a module, a class, a function: the kernel has its own
+                    continue
+                captured[name] = self.namespace[name]
+        if isinstance(node, ast.Lambda):
+            source, name = f"_stand_in = {ast.unparse(node)}", "_stand_in"
+        else:
+            node.decorator_list = []
+            source, name = ast.unparse(node), node.name
+        return self.link.value("define", None, source=source, name=name, data={**captured, **data})
 
-        name = getattr(obj, "__name__", None)
-        found = [node for node in ast.parse(self.source).body
-                 if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name]
-        if not found:
-            raise TypeError("stand_in takes a function or class defined with def or class in the test cell")
-        node = found[-1]
-        node.decorator_list = []
-        return self.link.value("define", None, source=ast.unparse(node), name=name, data=data)
+    def _definition(self, obj) -> ast.AST:
+        name, code = getattr(obj, "__name__", None), getattr(obj, "__code__", None)
+        for source in reversed(self.sources):
+            tree = ast.parse(source)
+            if name == "<lambda>" and code is not None and source is self.sources[-1]:
+                line = code.co_firstlineno
+                found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == line]
+                if len(found) == 1:
+                    return found[0]
+                raise TypeError(f"stand_in: {len(found)} lambdas on line {line}; give each its own line or a def")
+            found = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
+            if found:
+                return found[-1]
+        raise TypeError("stand_in takes a function or class defined with def, class or lambda in a cell of the course")
 
     def call_with(self, substitutes: dict, function, args: tuple, kwargs: dict):
         if type(function) is not Handle:
