@@ -50,7 +50,7 @@ SWITCH_ENV = "AUTOGRADER_FORKSERVER"
 # 0.6 s in every kernel of notebooks 06 and 07. Importing them starts no thread and sets no hook.
 PRELOAD = ("numpy", "torch", "torch.nn", "matplotlib", "matplotlib.pyplot", "ipykernel.kernelapp",
            "ipykernel.debugger", "torch.fx.experimental.symbolic_shapes", "autograder.guard", "autograder.sandbox",
-           "autograder.boundary.kernel_side")
+           "autograder.boundary.kernel_side", "autograder.boundary.runner", "jupyter_client")
 # Variables that differ between two hand-ins (of one batch, or of two workspaces: JUPYTER_PATH
 # leads nbgrader to the workspace's kernelspec) and that no import reads: a server serves them
 # all. Any other difference (thread counts, matplotlib's backend) gets a server of its own.
@@ -146,10 +146,14 @@ def _parent_of(pid: int) -> int:
         return -1
 
 
-def _from_a_launcher(conn: socket.socket, runner: int) -> bool:
+def _peer(conn: socket.socket, runner: int) -> str | None:
+    """"launcher" for one of the runner's kernel launchers, "runner" for the runner itself (it asks
+    for a trusted test runner, autograder.boundary.runner), None for anyone else."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
     pid, uid = int.from_bytes(creds[0:4], sys.byteorder), int.from_bytes(creds[4:8], sys.byteorder)
-    return uid == os.getuid() and _parent_of(pid) == runner
+    if uid != os.getuid():
+        return None
+    return "runner" if pid == runner else "launcher" if _parent_of(pid) == runner else None
 
 
 def serve(address: str) -> None:
@@ -172,9 +176,10 @@ def serve(address: str) -> None:
     signal.signal(signal.SIGCHLD, _reap)
     while True:
         conn, _ = listener.accept()
-        if _from_a_launcher(conn, runner) and os.fork() == 0:
+        peer = _peer(conn, runner)
+        if peer and os.fork() == 0:
             listener.close()
-            _supervise(conn)  # never returns
+            (_supervise if peer == "launcher" else _run_tests)(conn)  # never returns
         conn.close()
 
 
@@ -221,6 +226,62 @@ def _supervise(conn: socket.socket) -> None:
         traceback.print_exc()
     finally:
         os._exit(0)
+
+
+def _run_tests(conn: socket.socket) -> None:
+    """A trusted test runner (autograder.boundary.runner) on the two pipes the runner sent: no
+    sandbox, a session of its own; it says its pid, then serves until its requests end."""
+    from autograder import sandbox
+    from autograder.boundary import runner
+
+    code = 0
+    try:
+        sandbox.die_with_parent()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        payload, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 2)
+        request = json.loads(payload)
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 1)
+        for fd in fds:
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        conn.send(str(os.getpid()).encode())
+        conn.close()
+        sys.stdin, sys.stdout = os.fdopen(0, "r"), os.fdopen(1, "w")
+        runner.main()
+    except BaseException:  # noqa: BLE001  (nothing may escape a forked child)
+        traceback.print_exc()
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def request_test_runner() -> tuple[int, int, int] | None:
+    """From the runner: a trusted test runner forked by this command's fork server, as (pid, the fd
+    to write its requests to, the fd to read its replies from); None when there is no server."""
+    address = os.environ.get(ADDRESS_ENV)
+    if not address or not _available():
+        return None
+    requests_r, requests_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect("\0" + address)
+        request = {"env": dict(os.environ), "cwd": os.getcwd()}
+        socket.send_fds(conn, [json.dumps(request).encode()], [requests_r, replies_w])
+        pid = int(conn.recv(64))
+    except (OSError, ValueError):
+        for fd in (requests_w, replies_r):
+            os.close(fd)
+        return None
+    finally:
+        conn.close()
+        os.close(requests_r)
+        os.close(replies_w)
+    return pid, requests_w, replies_r
 
 
 def _watch(conn: socket.socket, kernel: int) -> int:

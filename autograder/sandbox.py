@@ -293,6 +293,10 @@ def _absolute_ipc(connection_file: str, home: Path) -> str:
 
 def inner(argv: list[str]) -> None:
     """Inside the namespaces (or directly, without them): set up, then run the kernel."""
+    try:  # a session and process group of its own: killpg(0) or a terminal signal reaches no grader process
+        os.setsid()
+    except OSError:  # already a session leader (jupyter_client starts the launcher so)
+        pass
     from autograder import guard  # before the autograder's folder is hidden
     from autograder.boundary import kernel_side
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 
@@ -46,36 +48,53 @@ def course_cells(notebook) -> dict:
 
 
 class TrustedRunner:
-    """The runner process of one hand-in, spoken to over its stdin and stdout."""
+    """The runner process of one hand-in, spoken to over two pipes: forked from the command's
+    fork server (autograder.forkserver, torch imported once), or a new interpreter."""
 
     def __init__(self, connection: dict, names: list[str], timeout: float):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "autograder.boundary.runner"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, start_new_session=True,
-        )
+        from autograder import forkserver
+
+        forked = forkserver.request_test_runner()
+        if forked is not None:
+            self.pid, requests, replies = forked
+            self.requests, self.replies = os.fdopen(requests, "w"), os.fdopen(replies, "r")
+            self.process = None
+        else:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "autograder.boundary.runner"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+            )
+            self.pid, self.requests, self.replies = self.process.pid, self.process.stdin, self.process.stdout
         self.ask({"op": "start", "connection": connection, "names": names, "timeout": timeout})
 
     def ask(self, request: dict) -> dict:
         try:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            line = self.process.stdout.readline()
+            self.requests.write(json.dumps(request) + "\n")
+            self.requests.flush()
+            line = self.replies.readline()
         except (BrokenPipeError, OSError) as exc:
             raise RunnerFailed(f"the test runner died ({exc})") from None
         if not line:
-            raise RunnerFailed(f"the test runner died (exit status {self.process.wait()})")
+            raise RunnerFailed("the test runner died")
         reply = json.loads(line)
         if "failed" in reply:
             raise RunnerFailed(f"the test runner failed: {reply['failed']}")
         return reply
 
     def close(self) -> None:
+        """Ask it to stop; kill it when it has not within 10 s."""
         try:
-            self.process.stdin.write(json.dumps({"op": "stop"}) + "\n")
-            self.process.stdin.close()
-            self.process.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
+            self.requests.write(json.dumps({"op": "stop"}) + "\n")
+            self.requests.close()
+        except OSError:
+            pass
+        if not select.select([self.replies], [], [], 10)[0]:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.replies.close()
+        if self.process is not None:
             self.process.wait()
 
 
