@@ -223,6 +223,13 @@ class Guard:
         self.write("process", detail=event)
         raise PermissionError("starting processes with fork is disabled while grading")
 
+    def on_signal(self, event, args) -> None:
+        """os.kill / os.killpg from the notebook: logged and refused (without namespaces the kernel
+        could reach the grader's processes; with them, only its own)."""
+        if self.from_notebook():
+            self.write("process", detail=f"{event}({_int_repr(int(args[0]))}, {_int_repr(int(args[1]))})")
+            raise PermissionError("sending signals to processes is disabled while grading")
+
     def on_open(self, event, args) -> None:
         path = args[0]
         if not self.hidden:
@@ -302,7 +309,7 @@ class Guard:
         "course.check": on_check, "course.guard": on_guard, "exec": on_exec, "object.__setattr__": on_setattr,
         "socket.getaddrinfo": on_network, "socket.connect": on_network, "socket.bind": on_network,
         "socket.sendto": on_network, "socket.sendmsg": on_network, "os.fork": on_fork, "os.forkpty": on_fork,
-        "open": on_open, "course.output": on_output, **dict.fromkeys(REFUSED, on_refused),
+        "os.kill": on_signal, "os.killpg": on_signal, "open": on_open, "course.output": on_output, **dict.fromkeys(REFUSED, on_refused),
     }
 
     # -- output cap ---------------------------------------------------------------------

@@ -286,8 +286,11 @@ def hidden_paths(ws: Workspace) -> list[str]:
 
 
 def split_execution() -> bool:
-    """Whether the test cells run in the trusted runner (autograder/boundary) and not in the kernel."""
-    return os.environ.get("AUTOGRADER_SPLIT_EXECUTION", "0").strip().lower() in {"1", "true", "yes", "on"}
+    """Whether the test cells run in the trusted runner (autograder/boundary), not in the kernel:
+    on unless AUTOGRADER_SPLIT_EXECUTION is 0 (the earlier single-kernel grading, with the ledger)."""
+    from autograder.nbgrader_runner import switched_on
+
+    return switched_on("AUTOGRADER_SPLIT_EXECUTION")
 
 
 def autograde(

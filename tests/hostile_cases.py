@@ -185,6 +185,76 @@ TAMPERING = {
 }
 
 
+# Attacks on split execution (autograder/boundary): the test cells run in a trusted runner, the
+# student's cells in the kernel. Each starts from the buggy notebook (success would raise its
+# score); the code runs in a cell before the setup cell, or (WRAP) around every answer function,
+# so that it runs while a test calls the student's code.
+WRAP = (  # appended to every answer cell: the function it defines runs `_attack()` first
+    "\n\n_real = {name}\n\ndef {name}(*args, **kwargs):\n    _attack()\n    return _real(*args, **kwargs)\n"
+)
+SPLIT_ATTACKS = {
+    # 1. changing how later cells are executed (in the kernel: the test cells never run there)
+    "split-runcell": "ip = get_ipython()\n_run = ip.run_cell\n"
+                     "ip.run_cell = lambda raw, *a, **k: _run('pass' if 'check_' in raw else raw, *a, **k)",
+    "split-ast": "import ast\nclass _Empty(ast.NodeTransformer):\n"
+                 "    def visit_Module(self, node):\n        return ast.Module(body=[], type_ignores=[])\n"
+                 "get_ipython().ast_transformers.append(_Empty())",
+    "split-libcallback": "import utils.checks\ndef _cb(*a):\n"
+                         "    [setattr(utils.checks, n, lambda *a, **k: None) for n in dir(utils.checks) if n.startswith('check_')]\n"
+                         "_cb.__module__ = 'matplotlib.pyplot'\nget_ipython().events.register('post_run_cell', _cb)",
+    "split-agent": "from autograder.boundary import kernel_side as _k\n"
+                   "_k.Agent.answer = lambda self, tree, buffers: _k.encode({'value': True})",
+    "split-comm": "ip = get_ipython()\ndef _opened(comm, msg):\n"
+                  "    comm.on_msg(lambda m: comm.send({'tree': ['dict', [[['str', 'value'], ['bool', True]]]]}))\n"
+                  "ip.kernel.comm_manager.register_target('course.boundary', _opened)",
+    # 2. reading the running test (it is not in this process)
+    "split-frames": "def _attack():\n    import sys\n    f = sys._getframe(1)\n    while f is not None:\n"
+                    "        print('FRAME', f.f_code.co_filename, sorted(k for k in f.f_locals if k.startswith('_'))[:20])\n"
+                    "        f = f.f_back",
+    "split-history": "def _attack():\n    ip = get_ipython()\n"
+                     "    print('HISTORY', [c for c in ip.user_ns.get('In', []) if 'HIDDEN' in c])\n"
+                     "    print('LOG', list(ip.history_manager.input_hist_raw)[-3:])",
+    "split-linecache": "def _attack():\n    import linecache\n"
+                       "    for name, entry in list(linecache.cache.items()):\n"
+                       "        if 'BEGIN HIDDEN' in ''.join(entry[2]):\n            print('LINECACHE', name, ''.join(entry[2]))",
+    "split-globals": "def _attack():\n    ns = get_ipython().user_ns\n"
+                     "    print('GLOBALS', sorted(k for k in ns if k.startswith('_') and not k.startswith('__'))[:50])",
+    # 3. changing, during a call, what the test computes with
+    "split-patch": "def _attack():\n    import torch, utils.checks\n    torch.allclose = lambda *a, **k: True\n"
+                   "    torch.equal = lambda *a, **k: True\n"
+                   "    for n in dir(utils.checks):\n        if n.startswith('check_'):\n"
+                   "            setattr(utils.checks, n, lambda *a, **k: None)",
+    "split-forge": "def _attack():\n    comm = next(iter(get_ipython().kernel.comm_manager.comms.values()), None)\n"
+                   "    if comm is not None:\n        comm.send({'tree': ['bool', True]})",
+    "split-rng": "def _attack():\n    import torch\n    torch.manual_seed(0)",
+    # processes: what it can signal is its own kernel and what that kernel started
+    "split-signals": "import os, signal\n"
+                     "for _pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
+                     "    if _pid != os.getpid():\n        try:\n            os.kill(_pid, signal.SIGSTOP)\n"
+                     "        except OSError:\n            pass\n"
+                     "for _how in (lambda: os.kill(-1, signal.SIGSTOP), lambda: os.killpg(0, signal.SIGCONT)):\n"
+                     "    try:\n        _how()\n    except OSError:\n        pass",
+}
+
+
+SPLIT_STATUS = {"split-signals": "sandbox"}  # an expected status other than graded
+
+
+def split_attack(nb, name: str):
+    """`nb` with the attack `name`: a cell after the setup cell, or wrapped around every answer."""
+    code = SPLIT_ATTACKS[name]
+    if not code.startswith("def _attack"):
+        return with_cell(nb, code, after_setup=False if name == "split-signals" else True)
+    nb = with_cell(nb, code)
+    for cell in nb.cells:
+        if is_answer(cell) and cell.cell_type == "code":
+            defined = [line.split()[1].split("(")[0].rstrip(":") for line in cell.source.splitlines()
+                       if line.startswith(("def ", "class "))]
+            if defined and cell.source.lstrip().startswith("def "):
+                cell.source += WRAP.format(name=defined[0])
+    return nb
+
+
 def cases(workspace_root: str) -> list[Case]:
     sol, rel, bug = solution(), release(), buggy()
     c = [
@@ -257,6 +327,8 @@ def cases(workspace_root: str) -> list[Case]:
         Case("jos-garc", f"Jos\udce9 Garc\udced_4242_assignsubmission_file_/{ASSIGNMENT}.ipynb".encode("utf-8", "surrogateescape"),
              dump(sol), "graded", "full", "a Moodle folder whose name is not UTF-8 (Latin-1)"),
     ]
+    c += [Case(name, canvas(name), dump(split_attack(bug, name)), SPLIT_STATUS.get(name, "graded"), "atmost",
+               f"split execution: {name}") for name in SPLIT_ATTACKS]
     others = [a for a in course.assignments() if a != ASSIGNMENT]
     if others:
         other = course.read_notebook(course.release_path(others[0]))
