@@ -257,3 +257,50 @@ def test_a_forged_reply_is_refused_with_a_reason(hostile_link, tree, buffers, er
     hostile_link.client.execute_interactive(FORGE % (tree, buffers) + (DEEP if error == "unreadable" else ""), timeout=30)
     with pytest.raises((CodecError, BoundaryError), match=error):
         Handle(hostile_link, "double")([1])
+
+
+def test_the_runner_side_never_unpickles_or_imports_what_the_kernel_wrote():
+    """The modules that read the kernel's replies build values only through the codec: no pickle,
+    marshal, torch.load, numpy.load or eval in them, and no import of a module the kernel names."""
+    import ast
+    from pathlib import Path
+
+    import autograder.boundary as boundary
+
+    folder = Path(boundary.__file__).parent
+    for name in ("codec.py", "runner_side.py", "runner.py", "execute.py"):
+        tree = ast.parse((folder / name).read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for a in (n.names if isinstance(n, ast.Import) else [ast.alias(n.module or "")])}
+        assert not imported & {"pickle", "marshal", "dill", "cloudpickle", "shelve", "importlib"}, name
+        calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        assert not calls & {"torch.load", "numpy.load", "eval", "pickle.loads", "__import__"}, name
+
+
+def test_only_the_course_s_own_cells_run_in_the_runner():
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from autograder.boundary.execute import SplitExecute, course_cells
+
+    def cell(source, **meta):
+        c = new_code_cell(source)
+        c.metadata["nbgrader"] = meta
+        return c
+
+    source = new_notebook(cells=[
+        cell("import torch", grade_id="setup", locked=True),
+        cell("def f(x):\n    return x\n\nclass G:\n    pass", grade_id="f", solution=True),
+        cell("assert f(1) == 1", grade_id="test_f", grade=True, locked=True, points=1),
+    ])
+    course = course_cells(source)
+    assert course["names"] == ["f", "G"]
+    assert course["cells"] == {"setup": {"source": "import torch", "test": False},
+                               "test_f": {"source": "assert f(1) == 1", "test": True}}
+    executor = SplitExecute()
+    executor.course = json.loads(json.dumps(course))
+    assert executor._course_cell(source.cells[2]) == {"source": "assert f(1) == 1", "test": True}
+    forged = cell("import os; os.system('evil')", grade_id="test_f", grade=True, locked=True, points=1)
+    assert executor._course_cell(forged) is None  # the test's grade_id with other code: the kernel runs it
+    assert executor._course_cell(cell("assert f(1) == 1")) is None  # no grade_id: a student's cell
+    assert nbformat.validate(source) is None
