@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy
 import torch
 
+TARGET = "course.boundary"  # the Jupyter comm target the kernel's agent answers on
 TENSOR_DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -310,3 +311,23 @@ _DECODERS = {
     "generator": _decode_generator,
     "ref": _decode_ref,
 }
+
+
+def tensors_in(value) -> list[torch.Tensor]:
+    """The tensors in `value`, depth first, in the order `encode` writes them (both sides number a
+    call's inputs and outputs so)."""
+    found: list[torch.Tensor] = []
+
+    def walk(v, depth):
+        if depth > 64:
+            return
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif type(v) in (list, tuple, set, frozenset):
+            for x in v:
+                walk(x, depth + 1)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x, depth + 1)
+    walk(value, 0)
+    return found

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode
+from autograder.boundary.codec import TARGET, CodecError, Limits, Ref, decode, encode, tensors_in
 
-TARGET = "course.boundary"
 _EXACT = (type(None), bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset)
 
 
@@ -131,8 +130,8 @@ class Agent:
         for name in request.get("path", ()):
             function = getattr(function, name)
         args, kwargs = request["args"], request["kwargs"]
-        versions = [(t, t._version) for t in _tensors((args, kwargs))]
-        leaves = [t for t in _tensors((args, kwargs)) if t.requires_grad]
+        versions = [(t, t._version) for t in tensors_in((args, kwargs))]
+        leaves = [t for t in tensors_in((args, kwargs)) if t.requires_grad]
         substitutes = request.get("substitutes", {})
         missing = object()
         saved = {name: self.namespace.get(name, missing) for name in substitutes}
@@ -146,7 +145,7 @@ class Agent:
                 else:
                     self.namespace[name] = value
         reply = {"value": result, "after": _changed(args, versions), "kwargs_after": _changed(kwargs, versions)}
-        found = _tensors(result)
+        found = tensors_in(result)
         indices = [i for i, t in enumerate(found) if t.requires_grad]  # an argument given back counts too
         if indices:
             number = self._number()
@@ -165,25 +164,6 @@ class Agent:
 
     def op_release(self, request) -> dict:
         return {"value": None}
-
-
-def _tensors(value) -> list[torch.Tensor]:
-    """The tensors in `value`, depth first, in the order the codec sends them."""
-    found: list[torch.Tensor] = []
-
-    def walk(v, depth):
-        if depth > 64:
-            return
-        if isinstance(v, torch.Tensor):
-            found.append(v)
-        elif type(v) in (list, tuple, set, frozenset):
-            for x in v:
-                walk(x, depth + 1)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x, depth + 1)
-    walk(value, 0)
-    return found
 
 
 def _changed(args, versions):

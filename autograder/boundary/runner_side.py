@@ -26,8 +26,7 @@ import weakref
 
 import torch
 
-from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode
-from autograder.boundary.kernel_side import TARGET
+from autograder.boundary.codec import TARGET, CodecError, Limits, Ref, decode, encode, tensors_in
 
 BUILTIN_ERRORS = {
     cls.__name__: cls for cls in (
@@ -258,12 +257,6 @@ def _copy_back(originals, after) -> None:
             original.set_state(new.get_state())
 
 
-def _tensors(value) -> list[torch.Tensor]:
-    from autograder.boundary.kernel_side import _tensors as walk
-
-    return walk(value)
-
-
 class _Bridge(torch.autograd.Function):
     """Joins a call's outputs to the runner's graph; backward asks the kernel for the inputs' gradients."""
 
@@ -288,11 +281,11 @@ class _Bridge(torch.autograd.Function):
 
 def _bridge(link: KernelLink, node: int, arguments, value, output_indices):
     """`value` with its gradient-carrying tensors replaced by outputs of a `_Bridge` node."""
-    found = _tensors(value)
+    found = tensors_in(value)
     if type(output_indices) is not list or not all(type(i) is int and 0 <= i < len(found) for i in output_indices):
         raise BoundaryError("the kernel named outputs that its answer does not hold")
     outputs = [found[i] for i in output_indices]
-    inputs = [t for t in _tensors(arguments) if t.requires_grad]
+    inputs = [t for t in tensors_in(arguments) if t.requires_grad]
     if len(inputs) == 0:
         inputs = [torch.zeros((), requires_grad=True)]  # so that the outputs require grad (parameters only)
     bridged = _Bridge.apply(link, node, len(inputs), *inputs, *[o.detach() for o in outputs])
