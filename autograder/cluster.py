@@ -43,7 +43,7 @@ from autograder.grading import GradeResult, calibrate, finish, grade_one, keep_o
 from autograder.sandbox import Limits
 from autograder.scores import read_scores
 from autograder.status import Run, decide_status
-from autograder.workspace import Workspace, ensure_scripts_on_path, open_workspace
+from autograder.workspace import Workspace, ensure_scripts_on_path, open_workspace, split_execution
 
 INSTALL_HINT = "grading on a cluster needs Dask: pip install .[cluster]  (or: pip install 'dask[distributed]>=2024.1')"
 RETRIES = 1  # a task that raised (an error of the worker, not of the hand-in) runs once more
@@ -103,13 +103,16 @@ def _unpack(data: bytes, root: Path) -> None:
 def template(ws: Workspace, assignment: str) -> bytes:
     """The assignment's source and release folders and a gradebook that knows the assignment
     (its notebooks, graded cells, hidden tests) but holds no student: what a worker needs."""
-    calibrate(ws, assignment)  # the solution's verdicts, once, on the coordinator
+    parts = ["source", "release", "gradebook.db"]
     with tempfile.TemporaryDirectory(prefix="course-template-") as tmp:
         tmp = Path(tmp)
         for part in ("source", "release"):
             shutil.copytree(ws.path(part, assignment), tmp / part / assignment)
-        (tmp / "calibration").mkdir()
-        shutil.copyfile(ws.calibration_path(assignment), tmp / "calibration" / f"{assignment}.json")
+        if not split_execution():  # grading in one kernel: the solution's verdicts, once, on the coordinator
+            calibrate(ws, assignment)
+            (tmp / "calibration").mkdir()
+            shutil.copyfile(ws.calibration_path(assignment), tmp / "calibration" / f"{assignment}.json")
+            parts.append("calibration")
         source, copy = sqlite3.connect(ws.db_path), sqlite3.connect(tmp / "gradebook.db")
         with copy:
             source.backup(copy)
@@ -120,7 +123,7 @@ def template(ws: Workspace, assignment: str) -> bytes:
                 gb.remove_student(student)
             for other in [a.name for a in gb.assignments if a.name != assignment]:
                 gb.remove_assignment(other)
-        return _pack(tmp, ["source", "release", "calibration", "gradebook.db"])
+        return _pack(tmp, parts)
 
 
 def grade_remote(template_bytes: bytes, student: str, assignment: str, handin: dict, limits: dict) -> dict:

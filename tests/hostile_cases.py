@@ -237,7 +237,11 @@ SPLIT_ATTACKS = {
 }
 
 
-SPLIT_STATUS = {"split-signals": "sandbox"}  # an expected status other than graded
+# An expected status other than graded: the code scan and the guard flag what an instructor should see
+# (hooks that change later cells, reading the running code, replacing what tests rely on).
+SPLIT_STATUS = {"split-signals": "sandbox",
+                **dict.fromkeys(["split-runcell", "split-ast", "split-libcallback", "split-frames", "split-history",
+                                 "split-linecache", "split-globals", "split-patch"], "flagged")}
 
 
 def split_attack(nb, name: str):

@@ -304,3 +304,10 @@ def test_only_the_course_s_own_cells_run_in_the_runner():
     assert executor._course_cell(forged) is None  # the test's grade_id with other code: the kernel runs it
     assert executor._course_cell(cell("assert f(1) == 1")) is None  # no grade_id: a student's cell
     assert nbformat.validate(source) is None
+
+
+def test_a_call_that_sets_requires_grad_on_an_argument_is_seen(link):
+    link.client.execute_interactive("def grad_on(h):\n    h.requires_grad_()\n    return h.sum()", timeout=30)
+    h = torch.zeros(3)
+    Handle(link, "grad_on")(h)
+    assert h.requires_grad  # as in one process: the caller's tensor changed

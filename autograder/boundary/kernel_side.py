@@ -130,7 +130,7 @@ class Agent:
         for name in request.get("path", ()):
             function = getattr(function, name)
         args, kwargs = request["args"], request["kwargs"]
-        versions = [(t, t._version) for t in tensors_in((args, kwargs))]
+        versions = [(t, (t._version, t.requires_grad)) for t in tensors_in((args, kwargs))]
         leaves = [t for t in tensors_in((args, kwargs)) if t.requires_grad]
         substitutes = request.get("substitutes", {})
         missing = object()
@@ -167,9 +167,9 @@ class Agent:
 
 
 def _changed(args, versions):
-    """`args` as the call left them, with None for each tensor argument it did not change in place
-    (the runner copies the rest back into its own objects)."""
-    untouched = {id(t) for t, version in versions if t._version == version}
+    """`args` as the call left them, with None for each tensor argument whose values and
+    requires_grad it left alone (the runner copies the rest back into its own objects)."""
+    untouched = {id(t) for t, before in versions if (t._version, t.requires_grad) == before}
     if isinstance(args, dict):
         return {k: None if isinstance(v, torch.Tensor) and id(v) in untouched else v for k, v in args.items()}
     return [None if isinstance(v, torch.Tensor) and id(v) in untouched else v for v in args]

@@ -249,10 +249,12 @@ def _copy_back(originals, after) -> None:
             original.update(new)
         elif isinstance(original, torch.Tensor) and type(new) is torch.Tensor:
             with torch.no_grad():
-                if original.shape == new.shape:
-                    original.copy_(new.to(original.dtype))
-                else:
+                if original.shape != new.shape:
                     original.data = new.to(original.dtype)
+                elif not torch.equal(original, new.to(original.dtype)):
+                    original.copy_(new.to(original.dtype))
+            if original.is_leaf and original.requires_grad != new.requires_grad:
+                original.requires_grad_(new.requires_grad)
         elif isinstance(original, torch.Generator) and type(new) is torch.Generator:
             original.set_state(new.get_state())
 
