@@ -162,9 +162,6 @@ class Agent:
             torch.autograd.backward([o for o, _ in pairs], [g.to(o.dtype) for o, g in pairs], retain_graph=True)
         return {"value": [leaf.grad for leaf in leaves]}
 
-    def op_release(self, request) -> dict:
-        return {"value": None}
-
 
 def _changed(args, versions):
     """`args` as the call left them, with None for each tensor argument whose values and
