@@ -166,6 +166,12 @@ def _kernel_link():
         km.shutdown_kernel(now=True)
 
 
+def run_in_kernel(link, code):
+    """Run a cell in the kernel, as between two test cells (the agent stops serving first)."""
+    link.end()
+    assert link.client.execute_interactive(code, timeout=30)["content"]["status"] == "ok"
+
+
 link = pytest.fixture(scope="module")(_kernel_link)
 hostile_link = pytest.fixture(_kernel_link)  # a kernel of its own: the test changes its agent
 
@@ -234,15 +240,13 @@ def test_exceptions_come_back_as_python_s_own_class_or_a_kernel_error(link):
 
 
 FORGE = """
-comm = next(iter(get_ipython().kernel.comm_manager.comms.values()))
-comm._msg_callback = lambda msg: comm.send({"tree": %s}, buffers=%s)
+import autograder.boundary.kernel_side as agent
+agent.Agent.answer = lambda self, tree, buffers: (%s, %s)
 """
 
 
 DEEP = """
-session, pack = get_ipython().kernel.session, get_ipython().kernel.session.pack
-session.pack = lambda o: (b'{"comm_id": "%s", "data": {"tree": ' % o["comm_id"].encode() + b"[" * 100000 + b"]" * 100000
-                          + b"}}") if isinstance(o, dict) and "comm_id" in o and "data" in o else pack(o)
+agent.reply_frames = lambda number, tree, buffers: [number, b"[" * 100000 + b"]" * 100000]
 """
 
 
@@ -254,7 +258,7 @@ session.pack = lambda o: (b'{"comm_id": "%s", "data": {"tree": ' % o["comm_id"].
 ])
 def test_a_forged_reply_is_refused_with_a_reason(hostile_link, tree, buffers, error):
     Handle(hostile_link, "double")([1])  # opens the comm
-    hostile_link.client.execute_interactive(FORGE % (tree, buffers) + (DEEP if error == "unreadable" else ""), timeout=30)
+    run_in_kernel(hostile_link, FORGE % (tree, buffers) + (DEEP if error == "unreadable" else ""))
     with pytest.raises((CodecError, BoundaryError), match=error):
         Handle(hostile_link, "double")([1])
 
@@ -307,7 +311,7 @@ def test_only_the_course_s_own_cells_run_in_the_runner():
 
 
 def test_a_call_that_sets_requires_grad_on_an_argument_is_seen(link):
-    link.client.execute_interactive("def grad_on(h):\n    h.requires_grad_()\n    return h.sum()", timeout=30)
+    run_in_kernel(link, "def grad_on(h):\n    h.requires_grad_()\n    return h.sum()")
     h = torch.zeros(3)
     Handle(link, "grad_on")(h)
     assert h.requires_grad  # as in one process: the caller's tensor changed

@@ -1,5 +1,11 @@
 """The student's side of the boundary: an agent in the grading kernel that answers the
-trusted runner's requests over a Jupyter comm ("course.boundary").
+trusted runner's requests.
+
+The runner opens a Jupyter comm ("course.boundary") whose data names a ZeroMQ address the
+runner has bound; the agent connects to it. For each test cell that calls the student's
+code, the runner sends one comm message ("serve"): the agent then answers requests on that
+socket, on the kernel's main thread, until the runner says "end". One request costs a socket
+round trip, not a kernel message with its signature, status messages and dates.
 
 It runs the student's objects and nothing else: the runner asks it to read a notebook name,
 call something, read an attribute, iterate, index, or run a backward pass, always with
@@ -9,6 +15,10 @@ Everything here runs in the student's process, so the student can change or repl
 that changes only what the kernel answers, which the runner treats as untrusted data.
 """
 from __future__ import annotations
+
+import io
+import json
+import sys
 
 import torch
 
@@ -57,7 +67,11 @@ class Agent:
 
     # -- one request -----------------------------------------------------------------
     def answer(self, tree, buffers) -> tuple[list, list[bytes]]:
-        """The reply to one request: {"value": ...} or {"error": [class name, message]}."""
+        """The reply to one request: {"value": ...} or {"error": [class name, message]}, and
+        what the student's code printed meanwhile ("printed": [[stream name, text], ...])."""
+        printed: list[list[str]] = []
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Printed("stdout", printed), _Printed("stderr", printed)
         try:
             request = decode(tree, buffers, self.limits, self.resolve)
             reply = self._dispatch(request)
@@ -65,6 +79,10 @@ class Agent:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             reply = {"error": [type(exc).__name__, str(exc)[:2000]]}
+        finally:
+            sys.stdout, sys.stderr = saved
+        if printed:
+            reply["printed"] = printed
         try:
             return encode(reply, self.limits, self.keep)
         except CodecError as exc:
@@ -172,15 +190,66 @@ def _changed(args, versions):
     return [None if isinstance(v, torch.Tensor) and id(v) in untouched else v for v in args]
 
 
+class _Printed(io.TextIOBase):
+    """sys.stdout or sys.stderr during a request: the text goes back with the reply, in order
+    (at most PRINTED_CAP characters of it)."""
+
+    def __init__(self, name: str, printed: list):
+        self.name, self.printed = name, printed
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = PRINTED_CAP - sum(len(t) for _, t in self.printed)
+        if room > 0 and text:
+            if self.printed and self.printed[-1][0] == self.name:
+                self.printed[-1][1] += text[:room]
+            else:
+                self.printed.append([self.name, text[:room]])
+        return len(text)
+
+
+PRINTED_CAP = 1 << 20
+
+
+def reply_frames(number: bytes, tree, buffers) -> list[bytes]:
+    """One reply on the socket: the request's number, the tree as JSON, the byte buffers."""
+    return [number, json.dumps(tree).encode(), *buffers]
+
+
+def serve(agent: Agent, socket) -> None:
+    """Answer requests ([number, tree as JSON, buffers...]) until the runner sends [b"end"]."""
+    try:
+        while True:
+            frames = socket.recv_multipart()
+            if frames[0] == b"end" or len(frames) < 2:
+                return
+            try:
+                tree = json.loads(frames[1])
+            except (ValueError, RecursionError):
+                tree = None
+            socket.send_multipart(reply_frames(frames[0], *agent.answer(tree, frames[2:])))
+    except KeyboardInterrupt:  # the grader stopped a call that ran past the cell's limit
+        return
+
+
 def install(shell) -> Agent:
-    """Answer the runner on the comm target TARGET of `shell`'s kernel."""
+    """Answer the runner that opens a comm on the target TARGET of `shell`'s kernel."""
     agent = Agent(shell.user_ns)
 
     def opened(comm, open_msg):
+        import zmq
+
+        socket = zmq.Context.instance().socket(zmq.PAIR)
+        socket.linger = 0
+        socket.connect(str(open_msg["content"]["data"]["address"]))
+
         @comm.on_msg
         def on_request(msg):
-            tree, buffers = agent.answer(msg["content"]["data"].get("tree"), list(msg.get("buffers") or []))
-            comm.send({"tree": tree}, buffers=buffers)
+            if msg["content"]["data"].get("op") == "serve":
+                serve(agent, socket)
 
     shell.kernel.comm_manager.register_target(TARGET, opened)
     return agent

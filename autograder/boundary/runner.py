@@ -73,19 +73,27 @@ class Runner:
         streams: list[dict] = []
         error, interrupt = None, False
         if self.link is not None:
-            self.link.outputs = streams  # the student's prints join the cell's, in order
+            self.link.outputs, self.link.printed = streams, 0  # the student's prints join the cell's, in order
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = _Stream("stdout", streams), _Stream("stderr", streams)
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, self.timeout)
         try:
             checks._boundary.sources.append(source)  # where stand_in finds its definitions
-            exec(compile(source, f"<cell {self.count}>", "exec"), self.namespace)
-        except BaseException as exc:  # the cell's outcome, whatever it is
-            if isinstance(exc, BoundaryError) and "did not answer" in str(exc) or isinstance(exc, CellTimeout):
+            try:
+                exec(compile(source, f"<cell {self.count}>", "exec"), self.namespace)
+            except BaseException as exc:  # the cell's outcome, whatever it is
+                error = exc
+            if not _timed_out(error) and self.link is not None:
+                try:
+                    self.link.end()  # the kernel stops serving the cell's requests
+                except BaseException as exc:
+                    error = error or exc
+            if _timed_out(error):
                 interrupt = True
-                exc = CellTimeout(f"the cell ran past its {self.timeout:g} s limit")
-            error = exc
+                error = CellTimeout(f"the cell ran past its {self.timeout:g} s limit")
+                if self.link is not None:
+                    self.link.abandon()
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.stdout, sys.stderr = saved
@@ -93,6 +101,10 @@ class Runner:
         if error is not None:
             outputs.append(_error_output(error, test))
         return {"outputs": outputs, "interrupt": interrupt}
+
+
+def _timed_out(error) -> bool:
+    return isinstance(error, CellTimeout) or isinstance(error, BoundaryError) and "did not answer" in str(error)
 
 
 def _alarm(signum, frame):

@@ -19,6 +19,8 @@ Semantics a single kernel gives and the tests rely on:
 from __future__ import annotations
 
 import ast
+import json
+import os
 import queue
 import time
 import uuid
@@ -45,19 +47,37 @@ class BoundaryError(Exception):
 
 
 class KernelLink:
-    """Requests to the kernel's agent over a comm of a kernel client of our own."""
+    """Requests to the kernel's agent (autograder.boundary.kernel_side).
+
+    The link binds a ZeroMQ PAIR socket of its own (beside the kernel's sockets) and opens a
+    comm that tells the agent its address. A cell's first request sends one comm message
+    ("serve"); from then on each request is one round trip on the socket, [number, tree as
+    JSON, buffers...], until `end()` at the end of the cell. Replies are numbered: one to
+    an earlier request (a call the grader gave up on) is dropped."""
 
     def __init__(self, client, timeout: float = 60.0, limits: Limits = Limits(), output_cap: int = 1 << 20):
+        import zmq
+
         self.client, self.timeout, self.limits, self.output_cap = client, timeout, limits, output_cap
         self.comm_id = uuid.uuid4().hex
         self.outputs: list[dict] = []     # what the student's code printed during calls (stream outputs)
+        self.printed = 0
         self.handles: weakref.WeakValueDictionary[int, Handle] = weakref.WeakValueDictionary()
         self.released: list[int] = []
-        self._send("comm_open", {"comm_id": self.comm_id, "target_name": TARGET, "data": {}})
+        self.number, self.serving = 0, None
+        self.socket = zmq.Context.instance().socket(zmq.PAIR)
+        self.socket.linger = 0
+        self.socket.setsockopt(zmq.MAXMSGSIZE, limits.bytes)
+        if client.transport == "ipc":
+            self.socket.bind(f"ipc://{os.path.abspath(client.ip)}-boundary-{self.comm_id[:8]}")
+        else:
+            self.socket.bind("tcp://127.0.0.1:*")
+        self._send("comm_open", {"comm_id": self.comm_id, "target_name": TARGET,
+                                 "data": {"address": self.socket.getsockopt_string(zmq.LAST_ENDPOINT)}})
 
-    def _send(self, msg_type: str, content: dict, buffers=None) -> str:
+    def _send(self, msg_type: str, content: dict) -> str:
         msg = self.client.session.msg(msg_type, content)
-        self.client.session.send(self.client.shell_channel.socket, msg, buffers=buffers)
+        self.client.session.send(self.client.shell_channel.socket, msg)
         return msg["header"]["msg_id"]
 
     def request(self, fields: dict):
@@ -69,10 +89,20 @@ class KernelLink:
             tree, buffers = encode(fields, self.limits, self._reference)
         except CodecError as exc:
             raise TypeError(f"cannot send this to your code: {exc}") from None
-        msg_id = self._send("comm_msg", {"comm_id": self.comm_id, "data": {"tree": tree}}, buffers)
-        reply = decode(*self._await(msg_id), self.limits, self._handle)
+        if self.serving is None:
+            self.serving = self._send("comm_msg", {"comm_id": self.comm_id, "data": {"op": "serve"}})
+        self.number += 1
+        number = str(self.number).encode()
+        self.socket.send_multipart([number, json.dumps(tree).encode(), *buffers], copy=False)
+        frames = self._reply(number)
+        try:
+            tree = json.loads(frames[0])
+        except (ValueError, RecursionError):
+            raise BoundaryError("an unreadable reply from the kernel") from None
+        reply = decode(tree, frames[1:], self.limits, self._handle)
         if type(reply) is not dict:
             raise BoundaryError("the kernel's reply is not a dict")
+        self._printed(reply.get("printed"))
         if type(reply.get("rng")) is torch.Tensor and reply["rng"].dtype == torch.uint8:
             torch.set_rng_state(reply["rng"])
         if "error" in reply:
@@ -83,37 +113,76 @@ class KernelLink:
                                                             BUILTIN_ERRORS else error[1])
         return reply
 
-    def _await(self, msg_id: str) -> tuple[list, list]:
-        """The comm reply to `msg_id`, after every output of that request has arrived."""
-        deadline, answer, printed = time.monotonic() + self.timeout, None, 0
+    def _reply(self, number: bytes) -> list[bytes]:
+        """The frames of the reply to request `number`, less the number."""
+        import zmq
+
+        deadline = time.monotonic() + self.timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise BoundaryError(f"your code did not answer within {self.timeout:g} s")
-            try:
-                msg = self.client.get_iopub_msg(timeout=min(left, 1.0))
-            except queue.Empty:
+            if not self.socket.poll(min(left, 0.5) * 1000, zmq.POLLIN):
                 if not self.client.is_alive():
-                    raise BoundaryError("the kernel died") from None
+                    raise BoundaryError("the kernel died")
+                if self._drain(self.serving, block=False):
+                    self.serving = None
+                    raise BoundaryError("the kernel ended the request without an answer")
                 continue
+            frames, size = [self.socket.recv()], 0
+            while self.socket.rcvmore:
+                frames.append(self.socket.recv())
+                size += len(frames[-1])
+                if size > self.limits.bytes:
+                    while self.socket.rcvmore:
+                        self.socket.recv()
+                    raise BoundaryError("the kernel's reply is larger than the limit")
+            if frames[0] == number and len(frames) >= 2:
+                return frames[1:]
+
+    def end(self) -> None:
+        """End the cell's requests: the agent stops serving and the kernel goes idle."""
+        if self.serving is None:
+            return
+        serving, self.serving = self.serving, None
+        self.socket.send(b"end")
+        deadline = time.monotonic() + self.timeout
+        while not self._drain(serving, block=True):
+            if time.monotonic() > deadline:
+                raise BoundaryError(f"your code did not answer within {self.timeout:g} s")
+            if not self.client.is_alive():
+                raise BoundaryError("the kernel died")
+
+    def abandon(self) -> None:
+        """Forget the cell's requests (the grader interrupts the kernel instead)."""
+        self.serving = None
+
+    def _drain(self, msg_id: str | None, block: bool) -> bool:
+        """Read the kernel's broadcasts; keep what it printed outside a request (e.g. from C
+        code) while it served `msg_id`; whether it has gone idle after serving it."""
+        while True:
+            try:
+                msg = self.client.get_iopub_msg(timeout=0.5 if block else 0)
+            except queue.Empty:
+                return False
             except Exception as exc:  # a message the session cannot read (forged, nested too deep...)
                 raise BoundaryError(f"an unreadable message from the kernel ({type(exc).__name__})") from None
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            if msg_id is None or msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = msg.get("msg_type"), msg.get("content", {})
-            if kind == "comm_msg" and answer is None and content.get("comm_id") == self.comm_id:
-                data = content.get("data")
-                if type(data) is not dict:
-                    raise BoundaryError("a malformed reply from the kernel")
-                answer = (data.get("tree"), [bytes(b) for b in msg.get("buffers") or []])
-            elif kind == "stream" and type(content.get("text")) is str and content.get("name") in ("stdout", "stderr"):
-                printed += len(content["text"])
-                if printed <= self.output_cap:
-                    self.outputs.append({"name": content["name"], "text": content["text"]})
+            if kind == "stream" and type(content.get("text")) is str and content.get("name") in ("stdout", "stderr"):
+                self._printed([[content["name"], content["text"]]])
             elif kind == "status" and content.get("execution_state") == "idle":
-                if answer is None:
-                    raise BoundaryError("the kernel ended the request without an answer")
-                return answer
+                return True
+
+    def _printed(self, printed) -> None:
+        if type(printed) is not list:
+            return
+        for entry in printed:
+            if type(entry) is list and len(entry) == 2 and entry[0] in ("stdout", "stderr") and type(entry[1]) is str:
+                self.printed += len(entry[1])
+                if self.printed <= self.output_cap:
+                    self.outputs.append({"name": entry[0], "text": entry[1]})
 
     def _reference(self, value) -> Ref:
         if type(value) is Handle:
