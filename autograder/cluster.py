@@ -8,8 +8,8 @@ no shared file system, no gradebook.
     coordinator                                   worker (any machine)
     -----------                                   --------------------
     per assignment, once: its source and release  a fresh temporary workspace per hand-in:
-    folders, the solution's verdicts and an empty the template unpacked, the hand-in placed,
-    gradebook of the assignment (~80 KiB)         then autograder.grading.grade_one, the very
+    folders and an empty gradebook of the         the template unpacked, the hand-in placed,
+    assignment (~80 KiB)                          then autograder.grading.grade_one, the very
     per hand-in: the original's bytes       --->  function `grade --jobs N` runs (repair,
                                                   scan, nbgrader, the same sandbox, report)
     writes submitted/ (repaired), autograded/, <--- the repaired and graded notebooks, the
@@ -39,11 +39,11 @@ from nbgrader.api import Gradebook
 
 from autograder import gradebook
 from autograder.course import CourseError
-from autograder.grading import GradeResult, calibrate, finish, grade_one, keep_original
+from autograder.grading import GradeResult, finish, grade_one, keep_original
 from autograder.sandbox import Limits
 from autograder.scores import read_scores
 from autograder.status import Run, decide_status
-from autograder.workspace import Workspace, ensure_scripts_on_path, open_workspace, split_execution
+from autograder.workspace import Workspace, ensure_scripts_on_path, open_workspace
 
 INSTALL_HINT = "grading on a cluster needs Dask: pip install .[cluster]  (or: pip install 'dask[distributed]>=2024.1')"
 RETRIES = 1  # a task that raised (an error of the worker, not of the hand-in) runs once more
@@ -108,11 +108,6 @@ def template(ws: Workspace, assignment: str) -> bytes:
         tmp = Path(tmp)
         for part in ("source", "release"):
             shutil.copytree(ws.path(part, assignment), tmp / part / assignment)
-        if not split_execution():  # grading in one kernel: the solution's verdicts, once, on the coordinator
-            calibrate(ws, assignment)
-            (tmp / "calibration").mkdir()
-            shutil.copyfile(ws.calibration_path(assignment), tmp / "calibration" / f"{assignment}.json")
-            parts.append("calibration")
         source, copy = sqlite3.connect(ws.db_path), sqlite3.connect(tmp / "gradebook.db")
         with copy:
             source.backup(copy)

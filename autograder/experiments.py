@@ -23,9 +23,8 @@ import os
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.course import CourseError
-from autograder.ledger import cell_hash
 from autograder.sandbox import ENV, Settings
-from utils.cells import grade_id, is_answer, is_experiment, is_locked, is_test, label
+from utils.cells import cell_hash, grade_id, is_answer, is_experiment, is_locked, is_test, label
 
 SKIPPED = "# A locked experiment: not run while grading (it grades nothing; its output is in your own notebook)."
 

@@ -1,7 +1,7 @@
 """The gradebook (WORKSPACE/gradebook.db, nbgrader's SQLite database): every write the
 grader makes to it, and the lock and retries that keep grade runs side by side apart.
 
-Writers: the grader's own (`register_students`, `zero_grades`, `withhold`, `write_rows`),
+Writers: the grader's own (`register_students`, `zero_grades`, `write_rows`),
 and nbgrader's autograde runs (one per hand-in, in other processes). The grader's writes
 hold a file lock beside the database (`lock`), so grade runs in threads (`--jobs`) and in
 other processes (a second terminal, another instructor) take turns. nbgrader's runs do not
@@ -73,22 +73,6 @@ def zero_grades(ws: Workspace, student: str, assignment: str) -> None:
                     g.needs_manual_grade = False
             gb.db.commit()
     retry(write)
-
-
-def withhold(ws: Workspace, student: str, assignment: str, reasons: dict[str, str]) -> list[tuple[str, str]]:
-    """Set to 0 the test cells of `reasons` that nbgrader scored above 0; (cell, why) of each."""
-    def write():
-        withheld = []
-        with lock(ws), Gradebook(ws.db_url) as gb, warnings.catch_warnings():
-            warnings.simplefilter("ignore", SAWarning)
-            for nb in gb.find_assignment(assignment).notebooks:
-                for g in gb.find_submission_notebook(nb.name, assignment, student).grades:
-                    if g.name in reasons and (g.auto_score or 0) > 0:
-                        g.auto_score = 0
-                        withheld.append((g.name, reasons[g.name]))
-            gb.db.commit()
-        return withheld
-    return retry(write)
 
 
 def submission_rows(ws: Workspace, student: str, assignment: str) -> dict | None:

@@ -9,9 +9,9 @@ path that grades a hand-in (`grade`, `demo`, `mutants`, a cluster's worker) runs
 2. it is checked (a notebook at all? of this assignment?) and repaired against the
    release (`autograder.repair`), the repaired notebook replacing submitted/'s copy;
 3. the code the student wrote is scanned for tampering (`autograder.integrity`);
-4. nbgrader autogrades it, its kernel in the sandbox (`autograder.sandbox`);
-5. the executed notebook, the guard's log and the ledger (`autograder.ledger`) give the
-   findings, and `autograder.status.decide_status` the status; a run that produced no
+4. nbgrader autogrades it: the student's cells in a kernel in the sandbox
+   (`autograder.sandbox`), the test cells in the trusted runner (`autograder.boundary`);
+5. the executed notebook and the guard's log give the findings, and `autograder.status.decide_status` the status; a run that produced no
    scores (crash, notebook time limit, unreadable, wrong assignment) gets zero on every
    graded cell in the gradebook (`autograder.gradebook`), so every student has one
    consistent row;
@@ -31,7 +31,7 @@ from pathlib import Path
 import nbformat
 from filelock import FileLock
 
-from autograder import gradebook, ledger, nbgrader_runner
+from autograder import gradebook, nbgrader_runner
 from autograder.course import (
     SOLUTIONS_DIR, CourseError, assignments, check_assignment, load_notebook, read_notebook, release_path,
 )
@@ -40,12 +40,11 @@ from autograder.integrity import guard_findings, protected_names, scan
 from autograder.repair import affinity, repair
 from autograder.sandbox import Limits, Settings
 from autograder.scores import NotebookScore, read_scores
-from autograder.status import STATUSES, Finding, Kind, Run, decide_status, keeps_points, withholds_all
+from autograder.status import STATUSES, Finding, Kind, Run, decide_status, keeps_points
 from autograder.workspace import (
-    KernelDied, NotebookTimeout, Workspace, add_sources, add_submission, autograde, ensure_scripts_on_path,
-    open_workspace, split_execution,
+    KernelDied, NotebookTimeout, Workspace, add_sources, autograde, ensure_scripts_on_path,
 )
-from utils.cells import label
+from utils.cells import cell_hash, grade_id, is_test, label
 
 AUTOGRADE_ATTEMPTS = 3  # an nbgrader run that met a locked gradebook runs again (it is long)
 
@@ -119,7 +118,7 @@ def grade(
 
         _dask()  # says how to install it before any work
     # A second `grade` on the same workspace (another terminal, another instructor) waits for
-    # this one: the sources, releases and calibration it rewrites are read by this run's nbgrader.
+    # this one: the sources and releases it rewrites are read by this run's nbgrader.
     with gradebook.workspace_lock(ws):
         ensure_sources(ws, names)
         ensure_scripts_on_path()
@@ -191,22 +190,18 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits) -> GradeRes
     else:
         source = read_notebook(ws.source_path(assignment))
         findings += scan(notebook, read_notebook(ws.release_path(assignment)), protected_names(source))
-        tests, logs = ledger.test_cells(source), []
-        run, message = _run(ws, student, assignment, limits, source, tests, logs)
+        logs: list[list[dict]] = []
+        run, message = _run(ws, student, assignment, limits, source, logs)
         if run is Run.CRASHED:
             message += _crash_cell(logs, notebook, source)
         if run is Run.COMPLETED:
-            in_runner = set(tests.values()) if split_execution() else set()  # cells the kernel never sees
-            executed, outputs = _executed(ws.autograded_path(student, assignment), limits, in_runner)
+            tests = {grade_id(cell) for cell in source.cells if is_test(cell)}  # run by the runner, not the kernel
+            executed, outputs = _executed(ws.autograded_path(student, assignment), limits, tests)
             findings += outputs + guard_findings(logs, executed)
-            if withholds_all(findings):
-                message = "points withheld: a cell disabled the integrity guard; review by hand"
-            elif not split_execution():  # (when every point is withheld, no cell needs judging)
-                findings += _judge_verdicts(ws, student, assignment, logs, tests, limits)
             if not read_scores(ws, assignment, [student]):
                 run, message = Run.FAILED, "nbgrader recorded no score"
     status = decide_status(run, findings)
-    if not keeps_points(status) or withholds_all(findings):
+    if not keeps_points(status):
         gradebook.zero_grades(ws, student, assignment)
     result = GradeResult(student, assignment, status, message=message, repairs=repairs,
                          flags=[f.text for f in findings if f.is_flag],
@@ -214,11 +209,10 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits) -> GradeRes
     return finish(ws, result)
 
 
-def _run(ws: Workspace, student: str, assignment: str, limits, source, tests: dict, logs: list) -> tuple[Run, str]:
+def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: list) -> tuple[Run, str]:
     """nbgrader autograde of the hand-in in the sandbox: how it ended, and why when it did not
     complete. `logs` receives the guard's logs."""
     settings = Settings(limits=limits, notebook=str(ws.submission_path(student, assignment)),
-                        protected_names=protected_names(source), test_cells=sorted(tests),
                         experiment_cells=experiment_cells(source))
 
     def attempt():
@@ -234,40 +228,6 @@ def _run(ws: Workspace, student: str, assignment: str, limits, source, tests: di
     except CourseError as exc:
         return Run.FAILED, _reason(str(exc))
     return Run.COMPLETED, ""
-
-
-def _judge_verdicts(ws: Workspace, student: str, assignment: str, logs, tests: dict, limits) -> list[Finding]:
-    """Withhold the points of every test cell whose checks did not run as on the solution
-    (autograder/ledger.py); one finding per cell withheld."""
-    try:
-        expected = calibrate(ws, assignment, limits)
-    except CourseError as exc:
-        return [Finding(Kind.UNVERIFIED, f"the test cells could not be verified: {exc}")]
-    reasons = ledger.judge([e for events in logs for e in events], tests, expected)
-    if not reasons:
-        return []
-    return [Finding(Kind.WITHHELD, f"{name}: points withheld, {why}")
-            for name, why in gradebook.withhold(ws, student, assignment, reasons)]
-
-
-def calibrate(ws: Workspace, assignment: str, limits=None) -> dict:
-    """The solution's verdicts for `assignment` (cached in WORKSPACE/calibration/)."""
-    limits = limits or Limits()
-    return ledger.calibration(ws, assignment, lambda root, path: _calibration_run(root, assignment, path, limits))
-
-
-def _calibration_run(root: Path, assignment: str, source: Path, limits) -> list[dict]:
-    """Grade the solution in a scratch workspace at `root`; the guard's events."""
-    scratch = open_workspace(root)
-    add_sources(scratch, [assignment])
-    add_submission(scratch, "solution", assignment, source)
-    nb = read_notebook(scratch.source_path(assignment))
-    settings = Settings(limits=limits, notebook=str(scratch.submission_path("solution", assignment)),
-                        protected_names=protected_names(nb), test_cells=sorted(ledger.test_cells(nb)),
-                        experiment_cells=experiment_cells(nb))
-    logs: list[list[dict]] = []
-    autograde(scratch, "solution", assignment, settings=settings, keep=logs)
-    return [e for events in logs for e in events]
 
 
 def _reason(log: str) -> str:
@@ -288,7 +248,7 @@ def finish(ws: Workspace, result: GradeResult) -> GradeResult:
     return result
 
 
-def _executed(autograded: Path, limits, in_runner: set = frozenset()) -> tuple[int | None, list[Finding]]:
+def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, list[Finding]]:
     """How many cells ran in the kernel (not counting the test cells `in_runner` ran), and what
     the outputs say about limits hit. The kernel's errors reach us as the names and texts of
     its error outputs."""
@@ -328,7 +288,7 @@ def _crash_cell(logs: list[list[dict]], notebook, source) -> str:
         digest = open_cells[-1].get("hash")
         for nb in (notebook, source):
             for index, cell in enumerate(nb.cells):
-                if ledger.cell_hash(cell.source) == digest:
+                if cell_hash(cell.source) == digest:
                     return f" while running {label(cell, index)}"
         return f" while running cell #{open_cells[-1].get('n')}"
     return ""

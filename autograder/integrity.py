@@ -156,5 +156,5 @@ def guard_findings(logs: list[list[dict]], executed: int | None) -> list[Finding
         started = sum(1 for e in events if e.get("event") == "cell")
         if executed is not None and started < executed:
             found.append(Finding(Kind.GUARD_DISABLED,
-                                 f"the integrity guard saw {started} of the {executed} cells run: a cell disabled it"))
+                                 f"the guard saw {started} of the {executed} cells the kernel ran: a cell removed its hooks"))
     return found

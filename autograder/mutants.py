@@ -12,7 +12,7 @@ A catalog (YAML or JSON) is a list of entries::
             ...
 
 Each mutant is the solution notebook with that cell's whole source replaced, graded by
-`grade` exactly as a student's hand-in (repair, scan, sandbox, ledger, status).
+`grade` exactly as a student's hand-in (repair, scan, sandbox, split execution, status).
 """
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def grade_mutants(
     ("solution" is the unchanged solution).
 
     The hand-ins go into one workspace and are graded by `grade`, `jobs` at a time (default:
-    one per core): repaired, scanned, run in the sandbox, judged by the ledger and given a
+    one per core): repaired, scanned, run in the sandbox and the trusted runner, and given a
     status exactly as a student's hand-in.
     """
     solution = read_notebook(solution_path(assignment))

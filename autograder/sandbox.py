@@ -23,8 +23,8 @@ Layers, outermost first:
 4. A private working directory holding only the student's notebook, HOME and TMPDIR
    inside it, and an environment reduced to an allow-list (no tokens or secrets).
 5. In the kernel (`autograder.guard`): an audit hook that refuses network sockets,
-   os.fork and opening the hidden paths even where namespaces are missing, an output
-   cap, and the integrity guard that restores what tests rely on.
+   os.fork, signals and opening the hidden paths even where namespaces are missing, and
+   an output cap. The test cells never run in the kernel (autograder.boundary).
 """
 from __future__ import annotations
 
@@ -83,8 +83,6 @@ class Settings:
     hide: list = field(default_factory=list)       # folders the kernel must not see
     notebook: str = ""              # the student's notebook, copied into the working directory
     isolation: list = field(default_factory=list)  # the unshare prefix from probe() ([]: none)
-    protected_names: list = field(default_factory=list)  # names the tests import (guard)
-    test_cells: list = field(default_factory=list)  # sha1[:16] of each test cell's source (the ledger)
     experiment_cells: list = field(default_factory=list)  # sha1[:16] of the cells not run (autograder.experiments)
     key_file: str = ""              # the log's MAC key, in the hidden workspace (read before isolation)
 

@@ -7,8 +7,8 @@ Every grading path (`grade`, `demo`, `mutants`, a cluster's worker) ends in
   or it completed;
 - `findings`, what was found in a completed run (`Finding`, of a `Kind`): by the static scan
   of the student's code (autograder.integrity.scan), in the guard's log
-  (autograder.integrity.guard_findings), in the executed notebook's outputs
-  (autograder.grading) and by the ledger (autograder.ledger, via grading).
+  (autograder.integrity.guard_findings) and in the executed notebook's outputs
+  (autograder.grading).
 A Finding's text goes to the report (flags or notes); its kind alone decides the status.
 """
 from __future__ import annotations
@@ -48,11 +48,9 @@ class Kind(Enum):
     """What a finding is about."""
 
     SUSPICIOUS_CODE = "suspicious code"     # the static scan of the student's cells
-    TAMPER = "tamper"                       # the guard restored or refused something
+    TAMPER = "tamper"                       # the guard refused something (gc, ctypes, trace functions...)
     GARBLED_LOG = "garbled log"             # the notebook wrote to the guard's log
-    GUARD_DISABLED = "guard disabled"       # cells ran without the guard: every point is withheld
-    WITHHELD = "withheld"                   # a test cell's verdicts differ from the solution's
-    UNVERIFIED = "unverified"               # the solution's verdicts could not be computed
+    GUARD_DISABLED = "guard disabled"       # cells ran without the guard's notes
     CELL_TIMEOUT = "cell timeout"
     MEMORY = "memory"
     OUTPUT = "output"
@@ -63,7 +61,7 @@ class Kind(Enum):
 
 KIND_STATUS = {
     Kind.SUSPICIOUS_CODE: "flagged", Kind.TAMPER: "flagged", Kind.GARBLED_LOG: "flagged",
-    Kind.GUARD_DISABLED: "flagged", Kind.WITHHELD: "flagged", Kind.UNVERIFIED: "flagged",
+    Kind.GUARD_DISABLED: "flagged",
     Kind.CELL_TIMEOUT: "cell-timeout", Kind.MEMORY: "memory-limit", Kind.OUTPUT: "output-limit",
     Kind.NETWORK: "sandbox", Kind.PROCESS: "sandbox", Kind.HIDDEN_PATH: "sandbox",
 }
@@ -95,8 +93,3 @@ def decide_status(run: Run, findings: list[Finding]) -> str:
 def keeps_points(status: str) -> bool:
     return STATUSES[status][1]
 
-
-def withholds_all(findings: list[Finding]) -> bool:
-    """Whether every point of a completed run is withheld: nothing that ran after the guard
-    was disabled can be trusted."""
-    return any(f.kind is Kind.GUARD_DISABLED for f in findings)

@@ -67,9 +67,6 @@ class Workspace:
     def report_path(self, student: str, assignment: str) -> Path:
         return self.path("reports", assignment, f"{student}.json")
 
-    def calibration_path(self, assignment: str) -> Path:
-        return self.path("calibration", f"{assignment}.json")
-
     def lock_path(self, name: str) -> Path:
         """A lock file (filelock) that grade runs on this workspace share, threads and processes."""
         folder = self.path("locks")
@@ -138,8 +135,7 @@ def nbgrader_env(ws: Workspace) -> dict[str, str]:
 
 
 # nbgrader commands run in a long-lived runner (autograder.nbgrader_runner): the one run per
-# hand-in, and building an assignment's sources (once per workspace and assignment, and for
-# each calibration). The others (a release build, a few per batch) keep a process of their own.
+# hand-in, and building an assignment's sources (once per workspace and assignment). The others (a release build, a few per batch) keep a process of their own.
 RUNNER_COMMANDS = ("autograde", "generate_assignment")
 
 
@@ -193,7 +189,7 @@ def create_gradebook(ws: Workspace) -> None:
 
     nbgrader stamps a new gradebook with its newest alembic revision, which it learns by running
     the `alembic heads` command: a new interpreter that imports nbgrader, 3-4 CPU-s for every new
-    workspace (calibrations and releases make scratch ones). This reads the same revision from
+    workspace (releases make scratch ones). This reads the same revision from
     nbgrader's migration scripts in this process, then lets nbgrader create its tables. The file
     appears whole (a hard link), so a run beside this one sees no gradebook or a complete one.
     """
@@ -285,14 +281,6 @@ def hidden_paths(ws: Workspace) -> list[str]:
     return [str(Path(p).resolve()) for p in paths]
 
 
-def split_execution() -> bool:
-    """Whether the test cells run in the trusted runner (autograder/boundary), not in the kernel:
-    on unless AUTOGRADER_SPLIT_EXECUTION is 0 (the earlier single-kernel grading, with the ledger)."""
-    from autograder.nbgrader_runner import switched_on
-
-    return switched_on("AUTOGRADER_SPLIT_EXECUTION")
-
-
 def autograde(
     ws: Workspace,
     student: str,
@@ -309,12 +297,11 @@ def autograde(
     args = ["autograde", assignment, "--force", f"--Execute.timeout={settings.limits.cell_timeout}",
             "--Execute.raise_on_iopub_timeout=False", "--KernelManager.transport=ipc", f"--student={student}"]
     base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
-    course = None
-    if split_execution():  # the tests run outside the kernel
-        from autograder.boundary.execute import course_cells
+    from autograder.boundary.execute import course_cells  # (it imports nbgrader)
 
-        course = Path(tempfile.mkstemp(prefix=".course-cells-", suffix=".json", dir=ws.root)[1])
-        course.write_text(json.dumps(course_cells(read_notebook(ws.source_path(assignment)))))
+    # The test cells run in the trusted runner (autograder.boundary): which cells are the course's.
+    course = Path(tempfile.mkstemp(prefix=".course-cells-", suffix=".json", dir=ws.root)[1])
+    course.write_text(json.dumps(course_cells(read_notebook(ws.source_path(assignment)))))
     key = os.urandom(32)  # the guard signs its log with it: lines the notebook writes are seen
     key_file = Path(tempfile.mkstemp(prefix=".guard-", suffix=".key", dir=ws.root)[1])
     try:
@@ -326,7 +313,7 @@ def autograde(
         settings.isolation = probe()[1]
         runtime = str(base / "runtime")  # the connection file and the kernel's sockets (nbclient uses TMPDIR)
         env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime,
-               "AUTOGRADER_SPLIT": str(course or "")}
+               "AUTOGRADER_SPLIT": str(course)}
         args.append(f"--KernelManager.ip={runtime}/kernel")  # Unix sockets: kernel-1 ... kernel-5
         try:
             run_nbgrader(ws, *args, timeout=settings.limits.notebook_timeout, env=env)
@@ -335,7 +322,6 @@ def autograde(
                 keep.extend(read_guard_logs(base, key))
     finally:
         key_file.unlink(missing_ok=True)
-        if course is not None:
-            course.unlink(missing_ok=True)
+        course.unlink(missing_ok=True)
         if not os.environ.get("AUTOGRADER_KEEP_SANDBOX"):  # for debugging the sandbox
             shutil.rmtree(base, ignore_errors=True)

@@ -7,7 +7,7 @@ go to a throw-away cache.
 `make test` runs the tests in pytest-xdist workers (`--dist loadscope`): one worker runs a
 test file whole (its module fixtures are built once), or a test class whole (the proofs: a
 class per assignment, tests/test_proofs.py). The longest go first. The controller's folder
-for the run (calibrations, the list of files left for a person) is inherited by its workers
+for the run (caches, the list of files left for a person) is inherited by its workers
 and removed when the run ends.
 """
 import os
@@ -30,8 +30,6 @@ if not IS_WORKER:  # the controller, or a run without workers: a new folder for 
 RUN_DIR = Path(os.environ["COURSE_TEST_RUN_DIR"])
 # Each process downloads into its own throw-away cache.
 os.environ["COURSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="cache-", dir=RUN_DIR)
-# The solution's verdicts (autograder/ledger.py) computed once per assignment for the whole run.
-os.environ["COURSE_CALIBRATION_DIR"] = str(RUN_DIR / "calibration")
 os.environ["MPLBACKEND"] = "agg"
 
 # Files that tests leave for a person to look at (browser screenshots, server logs), one

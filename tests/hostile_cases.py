@@ -293,10 +293,8 @@ def cases(workspace_root: str) -> list[Case]:
              "flagged", "full", "reading the gradebook and the solution is refused and flagged"),
         # Tampering: each starts from the buggy notebook, so success would raise its score.
         *[Case(name, canvas(name), dump(with_cell(bug, code)), "flagged", "atmost" if name == "redefine" else "buggy",
-               f"tampering: {name}")
-          for name, code in TAMPERING.items() if name != "killguard"],
-        Case("killguard", canvas("killguard"), dump(with_cell(bug, TAMPERING["killguard"])), "flagged", "zero",
-             "the guard was disabled: points withheld, review by hand"),
+               f"tampering: {name}" + (" (the guard's hooks removed: flagged)" if name == "killguard" else ""))
+          for name, code in TAMPERING.items()],
         # Tricks played while the tests run (tests/tricks.py): never above the honest score.
         *[Case(f"trick-{name}", canvas(f"trick-{name}"), dump(tricks.apply(bug, name)),
                "graded" if klass == 1 else "flagged", "atmost", f"class {klass}: {why}")

@@ -1,13 +1,9 @@
 """The autograder's own logic, without grading a notebook: damaged inputs, catalogs,
 leak detection, workspace safety."""
-import shutil
 import sqlite3
 import subprocess
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -15,7 +11,7 @@ from conftest import REPO_ROOT
 from nbformat.v4 import new_code_cell, new_notebook
 from nbgrader.api import Gradebook
 
-from autograder import cli, course, ledger, mutants, release, workspace
+from autograder import cli, course, mutants, release, workspace
 from autograder.course import CourseError
 from autograder.sandbox import Limits
 
@@ -169,41 +165,3 @@ def test_solution_notebooks_are_committed_without_outputs():
                 assert not cell.outputs and cell.execution_count is None, f"{path.name}: clear the outputs"
 
 
-def test_workspaces_that_share_a_calibration_cache_calibrate_once(tmp_path, monkeypatch):
-    """Two workspaces calibrating the same source at once (two test workers, two instructors with one
-    COURSE_CALIBRATION_DIR): one runs the solution, the other waits and reads its verdicts. The run
-    ends only once the other has asked for the shared cache's lock, so the other did wait."""
-    shared = tmp_path / "shared"
-    monkeypatch.setenv(ledger.CALIBRATION_DIR_ENV, str(shared))
-    asked = threading.Condition()
-    askers = []  # the threads that asked for the shared lock
-
-    class WatchedLock(ledger.FileLock):
-        def acquire(self, *args, **kwargs):
-            if Path(self.lock_file).parent == shared:
-                with asked:
-                    askers.append(threading.get_ident())
-                    asked.notify_all()
-            return super().acquire(*args, **kwargs)
-
-    monkeypatch.setattr(ledger, "FileLock", WatchedLock)
-    name = course.assignments()[0]
-    spaces = []
-    for i in range(2):
-        ws = workspace.open_workspace(tmp_path / f"ws{i}")
-        ws.source_path(name).parent.mkdir(parents=True)
-        shutil.copyfile(course.solution_path(name), ws.source_path(name))
-        spaces.append(ws)
-    runs = []
-
-    def run(scratch, source):
-        runs.append(scratch)
-        with asked:
-            assert asked.wait_for(lambda: len(set(askers)) == 2, timeout=120), "the other workspace never asked"
-        return [{"event": "verdicts", "hash": digest, "lines": {"7": 1}, "n": n}
-                for n, digest in enumerate(ledger.test_cells(course.read_notebook(source)))]
-
-    with ThreadPoolExecutor(2) as pool:
-        first, second = pool.map(lambda ws: ledger.calibration(ws, name, run), spaces)
-    assert len(runs) == 1 and first == second and first
-    assert all(ws.calibration_path(name).is_file() for ws in spaces)

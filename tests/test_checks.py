@@ -187,14 +187,7 @@ def test_a_bool_is_not_a_number_and_strictness_is_kept():
         check_equal([1, 2], [1, 2, 3], "a list")
 
 
-def test_every_check_reports_its_verdict_to_the_grader():
-    seen = []
-    sys.addaudithook(lambda event, args: seen.append(args[0]) if event == "course.check" else None)
-    check_equal(1, 1, "one")
-    with pytest.raises(AssertionError):
-        check_close(torch.zeros(1), torch.ones(1), "zero")
-    check_true(True, "true")
-    assert seen[-3:] == [True, False, True]
+def test_the_public_names_are_listed_in_order():
     assert checks.__all__ == sorted(checks.__all__)
 
 

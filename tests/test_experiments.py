@@ -6,9 +6,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 from autograder import course
 from autograder.course import CourseError
 from autograder.experiments import SKIPPED, SkipExperiments, experiment_cells
-from autograder import ledger
 from autograder.sandbox import ENV, Settings
-from utils.cells import EXPERIMENT_TAG, is_experiment
+from utils.cells import EXPERIMENT_TAG, cell_hash, is_experiment, is_test
 
 
 def _cell(source, grade_id, *, locked=True, grade=False, solution=False, tags=()):
@@ -49,8 +48,7 @@ def test_a_tag_on_a_cell_that_cannot_be_an_experiment_is_a_course_error(kind):
 
 def test_only_the_sources_the_grader_names_are_replaced_whatever_the_hand_in_tags(monkeypatch):
     source = _source()
-    monkeypatch.setenv(ENV, Settings(experiment_cells=experiment_cells(source),
-                                     test_cells=sorted(ledger.test_cells(source))).to_env())
+    monkeypatch.setenv(ENV, Settings(experiment_cells=experiment_cells(source)).to_env())
     handin = nbformat.from_dict(nbformat.v4.new_notebook(cells=[dict(c) for c in _source().cells]))
     for cell in handin.cells:  # a student tags every cell of the hand-in, the test included
         cell.metadata["tags"] = [EXPERIMENT_TAG]
@@ -71,4 +69,4 @@ def test_without_sandbox_settings_nothing_is_replaced(monkeypatch):
 def test_every_notebook_names_its_experiments_and_no_test_is_one(name):
     source = course.read_notebook(course.solution_path(name))
     assert experiment_cells(source), f"{name}: no cell is tagged {EXPERIMENT_TAG!r}"
-    assert not set(experiment_cells(source)) & set(ledger.test_cells(source))
+    assert not set(experiment_cells(source)) & {cell_hash(c.source) for c in source.cells if is_test(c)}

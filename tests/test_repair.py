@@ -9,7 +9,7 @@ from hostile_cases import (
 
 from autograder import course, integrity
 from autograder.repair import affinity, repair
-from autograder.status import Kind, Run, decide_status, withholds_all
+from autograder.status import Kind, Run, decide_status
 from utils.cells import is_answer, is_locked, nbgrader_meta
 
 
@@ -109,15 +109,15 @@ def test_reading_the_running_cell_is_flagged():
 
 
 def test_guard_logs_become_flags_and_notes():
-    logs = [[{"event": "cell", "n": 1}, {"event": "done", "n": 1}, {"event": "tamper", "detail": "restored x", "n": 1},
+    logs = [[{"event": "cell", "n": 1}, {"event": "done", "n": 1}, {"event": "tamper", "detail": "refused x", "n": 1},
              {"event": "network", "detail": "looked up example.com"}]]
     found = integrity.guard_findings(logs, executed=3)
     flags, notes = [f.text for f in found if f.is_flag], [f.text for f in found if not f.is_flag]
-    assert any("restored x" in f for f in flags) and any("saw 1 of the 3 cells" in f for f in flags)
+    assert any("refused x" in f for f in flags) and any("saw 1 of the 3 cells" in f for f in flags)
     assert notes == ["network: looked up example.com"]
     assert [f.kind for f in found] == [Kind.TAMPER, Kind.NETWORK, Kind.GUARD_DISABLED]
-    assert decide_status(Run.COMPLETED, found) == "flagged" and withholds_all(found)
-    assert decide_status(Run.COMPLETED, found[1:2]) == "sandbox" and not withholds_all(found[1:2])
+    assert decide_status(Run.COMPLETED, found) == "flagged"
+    assert decide_status(Run.COMPLETED, found[1:2]) == "sandbox"
     assert integrity.guard_findings([[{"event": "cell", "n": 1}]], executed=1) == []
 
 

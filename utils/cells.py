@@ -1,24 +1,30 @@
 """The notebook cell model: what nbgrader's metadata says a cell is, and a cell's text.
 
 Shared by the students' `check_submission()` (utils.submission) and the grader
-(autograder: repair, integrity, ledger, grading, collect), so both read a notebook the
+(autograder: repair, integrity, grading, experiments, collect), so both read a notebook the
 same way. Cells are plain dicts (json.load) or nbformat nodes. Standard library only.
 """
 from __future__ import annotations
 
 import ast
+import hashlib
 import threading
 
 _AST_LOCK = threading.Lock()  # ast.parse is not thread-safe in CPython 3.11 (grade --jobs uses threads)
 
 __all__ = [
-    "EXPERIMENT_TAG", "grade_id", "is_answer", "is_experiment", "is_locked", "is_test", "label", "nbgrader_meta",
+    "EXPERIMENT_TAG", "cell_hash", "grade_id", "is_answer", "is_experiment", "is_locked", "is_test", "label", "nbgrader_meta",
     "normalized_source", "parse",
 ]
 
 # The Jupyter tag of a locked cell that only shows an experiment (a plot, a training run):
 # it grades nothing, and the grader does not run it (autograder/experiments.py).
 EXPERIMENT_TAG = "experiment"
+
+
+def cell_hash(source: str) -> str:
+    """A cell's name in the grading kernel's log: sha1 of its source, 16 hex digits."""
+    return hashlib.sha1(source.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _metadata(cell) -> dict:

@@ -13,10 +13,9 @@ switched off. It then compares from the trusted side, with functions bound when 
 module was imported. A value that cannot be made plain (an object of the student's own
 class where data is expected) fails with a message that says what to return instead.
 
-Every check reports its verdict with `sys.audit("course.check", passed)`. Outside the
-grader nothing listens; inside it, the guard (autograder/guard.py) counts the verdicts
-that come from this module's own code, called from a test cell, and the grader scores a
-test cell only when all of its checks ran and passed (README, "The sandbox").
+While grading, the test cells and these checks run in a trusted process of their own,
+never in the student's kernel (autograder/boundary); the student's objects reach them only
+as data or as handles that never take part in a comparison.
 """
 from __future__ import annotations
 
@@ -43,7 +42,7 @@ _list_iter, _tuple_iter, _dict_items = list.__iter__, tuple.__iter__, dict.items
 _set_iter, _frozenset_iter = set.__iter__, frozenset.__iter__
 _str_copy, _bytes_copy, _int_copy, _float_copy, _complex_copy = (
     str.__str__, bytes.__bytes__, int.__index__, float.__float__, complex.__complex__)
-_audit, _AssertionError = sys.audit, AssertionError
+_AssertionError = AssertionError
 _Tensor, _Parameter, _ndarray, _generic = torch.Tensor, torch.nn.Parameter, numpy.ndarray, numpy.generic
 _no_torch_function, _no_dispatch = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
 _dispatch_keys, _PYTHON_KEY = torch._C._dispatch_keys, torch._C.DispatchKey.Python
@@ -124,8 +123,7 @@ def _plain_tensor(value: Any) -> Any:
 
 
 def _report(problem: str | None, hint: str) -> None:
-    """Tell the grader the verdict, then fail with the message when there is a problem."""
-    _audit("course.check", problem is None)
+    """Fail with the message when there is a problem."""
     if problem is not None:
         raise _AssertionError(f"{problem}\nHint: {hint}" if hint else problem)
 
