@@ -99,7 +99,7 @@ def _add_limit_options(parser) -> None:
 
 
 def cmd_grade(args) -> int:
-    from autograder.grading import grade, score_table
+    from autograder.batch import grade, score_table
     from autograder.sandbox import describe
     from autograder.workspace import open_workspace
 
@@ -124,7 +124,8 @@ def cmd_collect(args) -> int:
 
 
 def cmd_repair(args) -> int:
-    from autograder.grading import ensure_sources, prepare, submitted
+    from autograder.batch import ensure_sources, submitted
+    from autograder.grading import prepare
     from autograder.workspace import open_workspace
 
     ws = open_workspace(args.workspace)

@@ -10,7 +10,8 @@ import tempfile
 from pathlib import Path
 
 from autograder.course import CourseError, assignments, read_notebook, solution_path
-from autograder.grading import GradeResult, grade, score_table
+from autograder.batch import grade, score_table
+from autograder.grading import GradeResult
 from autograder.mutants import apply_mutant, default_catalogs, load_catalogs
 from autograder.workspace import add_sources, add_submission, open_workspace
 

@@ -4,7 +4,7 @@ Most of a fresh grading kernel's start is imports: torch 2.0-2.4 s, matplotlib 0
 ipykernel 0.2 s on a 2-core machine (benchmarks/README.md, "Where the time of one hand-in
 goes"). Each nbgrader runner (autograder.nbgrader_runner) therefore keeps a *fork server*:
 a process that imported PRELOAD once and waits on an abstract Unix socket. The sandbox's
-launcher (the kernelspec's command, autograder.sandbox) asks it for the kernel instead of
+launcher (the kernelspec's command, autograder.launcher) asks it for the kernel instead of
 starting a new interpreter:
 
     launcher --request--> server --fork--> supervisor --fork--> kernel
@@ -60,9 +60,12 @@ MAX_REQUEST = 1 << 20
 BIND_TIMEOUT_S = 60
 
 
-def enabled() -> bool:
-    from autograder.nbgrader_runner import switched_on
+def switched_on(variable: str) -> bool:
+    """An on/off environment variable of the grader's: on unless set to 0, false, no or off."""
+    return os.environ.get(variable, "1").strip().lower() not in {"0", "false", "no", "off"}
 
+
+def enabled() -> bool:
     return switched_on(SWITCH_ENV)
 
 

@@ -1,9 +1,5 @@
-"""`grade`: autograde every hand-in placed under WORKSPACE/submitted/.
-
-For each student and assignment, in its own nbgrader run (N of them side by side with
-`jobs`), so one bad hand-in gets a status of its own and never stops the batch. Every
-path that grades a hand-in (`grade`, `demo`, `mutants`, a cluster's worker) runs
-`grade_one`:
+"""`grade_one`: grade one hand-in, what every path that grades runs (`grade` of
+autograder.batch on threads or a Dask worker, `demo`, `mutants`):
 
 1. the hand-in as it arrived is kept once in WORKSPACE/originals/ (never modified);
 2. it is checked (a notebook at all? of this assignment?) and repaired against the
@@ -11,39 +7,33 @@ path that grades a hand-in (`grade`, `demo`, `mutants`, a cluster's worker) runs
 3. the code the student wrote is scanned for tampering (`autograder.integrity`);
 4. nbgrader autogrades it: the student's cells in a kernel in the sandbox
    (`autograder.sandbox`), the test cells in the trusted runner (`autograder.boundary`);
-5. the executed notebook and the guard's log give the findings, and `autograder.status.decide_status` the status; a run that produced no
-   scores (crash, notebook time limit, unreadable, wrong assignment) gets zero on every
+5. the executed notebook and the guard's log give the findings, and
+   `autograder.status.decide_status` the status; a run that produced no scores (crash, notebook time limit, unreadable, wrong assignment) gets zero on every
    graded cell in the gradebook (`autograder.gradebook`), so every student has one
    consistent row;
 6. the report (status, messages, repairs, flags) goes to WORKSPACE/reports/<a>/<student>.json.
 """
 from __future__ import annotations
 
-import filecmp
 import hashlib
 import json
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
 from filelock import FileLock
 
-from autograder import gradebook, nbgrader_runner
-from autograder.course import (
-    SOLUTIONS_DIR, CourseError, assignments, check_assignment, load_notebook, read_notebook, release_path,
-)
+from autograder import gradebook
+from autograder.course import CourseError, assignments, load_notebook, read_notebook, release_path
 from autograder.experiments import experiment_cells
 from autograder.integrity import guard_findings, protected_names, scan
 from autograder.repair import affinity, repair
 from autograder.sandbox import Limits, Settings
 from autograder.scores import NotebookScore, read_scores
-from autograder.status import STATUSES, Finding, Kind, Run, decide_status, keeps_points
-from autograder.workspace import (
-    KernelDied, NotebookTimeout, Workspace, add_sources, autograde, ensure_scripts_on_path,
-)
+from autograder.status import Finding, Kind, Run, decide_status, keeps_points
+from autograder.workspace import KernelDied, NotebookTimeout, Workspace, autograde
 from utils.cells import cell_hash, grade_id, is_test, label
 
 AUTOGRADE_ATTEMPTS = 3  # an nbgrader run that met a locked gradebook runs again (it is long)
@@ -79,58 +69,6 @@ class NotGradable:
     @property
     def status(self) -> str:
         return decide_status(self.run, [])
-
-
-def ensure_sources(ws: Workspace, names: list[str]) -> None:
-    """(Re)build the workspace's copy of each assignment when the solution changed."""
-    stale = []
-    for name in names:
-        ours, theirs = SOLUTIONS_DIR / name / f"{name}.ipynb", ws.source_path(name)
-        if not (theirs.is_file() and ws.release_path(name).is_file() and filecmp.cmp(ours, theirs, shallow=False)):
-            stale.append(name)
-    if stale:
-        add_sources(ws, stale)
-
-
-def submitted(ws: Workspace, assignment: str) -> list[str]:
-    """Students with a hand-in of `assignment` in the workspace."""
-    return sorted(p.parent.parent.name for p in ws.path("submitted").glob(f"*/{assignment}/{assignment}.ipynb"))
-
-
-def grade(
-    ws: Workspace,
-    names: list[str],
-    students: list[str] | None = None,
-    jobs: int = 1,
-    limits=None,
-    cluster: str | None = None,
-) -> list[GradeResult]:
-    """Autograde the hand-ins of `names` (every assignment with hand-ins when empty),
-    `jobs` notebooks at a time, or on the Dask cluster at `cluster` (autograder.cluster)."""
-    if not names:
-        names = sorted({p.name for p in ws.path("submitted").glob("*/*") if p.is_dir()})
-        if not names:
-            raise CourseError(f"nothing to grade: {ws.path('submitted')} holds no hand-ins")
-    for name in names:
-        check_assignment(name)
-    if cluster:
-        from autograder.cluster import _dask, grade_pairs  # Dask is optional: only when asked for
-
-        _dask()  # says how to install it before any work
-    # A second `grade` on the same workspace (another terminal, another instructor) waits for
-    # this one: the sources and releases it rewrites are read by this run's nbgrader.
-    with gradebook.workspace_lock(ws):
-        ensure_sources(ws, names)
-        ensure_scripts_on_path()
-        pairs = [(s, n) for n in names for s in submitted(ws, n) if not students or s in students]
-        if not cluster and pairs:
-            nbgrader_runner.warm_up(min(max(1, jobs), len(pairs)))  # they import nbgrader meanwhile
-        if pairs:
-            gradebook.register_students(ws, sorted({s for s, _ in pairs}))
-        if cluster:
-            return grade_pairs(ws, pairs, cluster, limits) if pairs else []
-        with ThreadPoolExecutor(max(1, jobs)) as pool:
-            return list(pool.map(lambda pair: grade_one(ws, *pair, limits=limits), pairs))
 
 
 def keep_original(ws: Workspace, student: str, assignment: str) -> Path:
@@ -292,22 +230,3 @@ def _crash_cell(logs: list[list[dict]], notebook, source) -> str:
                     return f" while running {label(cell, index)}"
         return f" while running cell #{open_cells[-1].get('n')}"
     return ""
-
-
-def score_table(results: list[GradeResult]) -> str:
-    rows = [("assignment", "student", "status", "autograded score", "failed test cells / reason")]
-    for r in results:
-        if r.score is None:
-            rows.append((r.assignment, r.student, r.status, "-", r.message))
-            continue
-        failed = [c.name for c in r.score.auto_cells if (c.score or 0) < c.max_score]
-        detail = ", ".join(failed) if failed else "none"
-        if not STATUSES.get(r.status, ("", True))[1]:  # scored 0 as a whole: say why, not which cells
-            detail = r.message
-        elif r.status != "graded" and r.message:
-            detail += f" | {r.message}"
-        rows.append((r.assignment, r.student, r.status, f"{r.score.auto_score:g}/{r.score.auto_max:g}", detail))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)

@@ -27,7 +27,8 @@ from pathlib import Path
 import yaml
 
 from autograder.course import MUTANTS_DIR, CourseError, assignments, read_notebook, solution_path
-from autograder.grading import GradeResult, grade
+from autograder.batch import grade
+from autograder.grading import GradeResult
 from autograder.scores import NotebookScore
 from autograder.workspace import add_submission, open_workspace
 from utils.cells import grade_id

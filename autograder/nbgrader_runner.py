@@ -35,12 +35,9 @@ MAX_COMMANDS = 400
 START_TIMEOUT_S = 300  # importing nbgrader on a loaded machine
 
 
-def switched_on(variable: str) -> bool:
-    """An on/off environment variable that is on unless set to 0, false, no or off."""
-    return os.environ.get(variable, "1").strip().lower() not in {"0", "false", "no", "off"}
-
-
 def enabled() -> bool:
+    from autograder.forkserver import switched_on
+
     return switched_on("AUTOGRADER_NBGRADER_RUNNER")
 
 

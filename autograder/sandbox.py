@@ -1,7 +1,8 @@
 """The kernel launcher that runs student code in a sandbox while nbgrader grades it.
 
-Each workspace's "python3" kernelspec runs ``python -m autograder.sandbox
-{connection_file}`` (interrupts travel as kernel messages). The settings come from the
+Each workspace's "python3" kernelspec runs ``python -m autograder.launcher
+{connection_file}`` (interrupts travel as kernel messages), which gets the kernel forked
+from a fork server (autograder.forkserver) or starts it here with `--inner`. The settings come from the
 environment variable AUTOGRADER_SANDBOX (JSON, see `Settings` and `Limits`), which
 `autograder.workspace.autograde` sets for each nbgrader run; without it the kernel
 starts as usual.
@@ -325,22 +326,21 @@ def inner(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """`--probe BASE` (run by probe() under unshare: can we isolate?) or `--inner CONNECTION_FILE`
+    (run by autograder.launcher, inside the namespaces where there are some)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "--probe":  # run by probe() under unshare: can we isolate?
+    if argv[:1] == ["--probe"]:
         _isolate_filesystem(argv[1], [])
         _lock_mounts()
-        return None
-    if argv and argv[0] == "--inner":
-        return inner(argv[1:])
-    if not os.environ.get(ENV):  # an ordinary kernel (no sandbox requested)
-        from ipykernel import kernelapp
+    elif argv[:1] == ["--inner"]:
+        inner(argv[1:])
+    else:
+        raise SystemExit("usage: python -m autograder.sandbox --probe BASE | --inner CONNECTION_FILE [ARGS]")
 
-        sys.argv = [sys.argv[0], "-f", *argv]
-        return kernelapp.launch_new_instance()
-    die_with_parent()  # with nbgrader, taking the namespace down
-    from autograder import forkserver
 
-    forkserver.request_kernel(argv)  # a kernel forked from the runner's preloaded server (if any)
+def exec_inner(argv: list[str]) -> None:
+    """Become the sandboxed kernel: `--inner` in a new interpreter, under probe()'s `unshare`
+    prefix where the machine allows namespaces."""
     prefix = Settings.from_env(os.environ[ENV]).isolation  # probed once by the grader
     command = [sys.executable, "-m", "autograder.sandbox", "--inner", *argv]
     if prefix:

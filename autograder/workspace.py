@@ -98,7 +98,7 @@ def install_kernelspec(root: Path) -> None:
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {
         # autograder.sandbox starts an ordinary kernel unless the grader asks for a sandbox.
-        "argv": [sys.executable, "-m", "autograder.sandbox", "{connection_file}"],
+        "argv": [sys.executable, "-m", "autograder.launcher", "{connection_file}"],
         "display_name": "Python 3 (course)",
         "language": "python",
         "interrupt_mode": "message",  # a signal would reach the sandbox's launcher, not the kernel

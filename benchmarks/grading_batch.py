@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder import forkserver, nbgrader_runner  # noqa: E402
 from autograder.course import release_path, solution_path  # noqa: E402
 from autograder.demo import buggy_notebook  # noqa: E402
-from autograder.grading import grade  # noqa: E402
+from autograder.batch import grade  # noqa: E402
 from autograder.sandbox import describe  # noqa: E402
 from autograder.workspace import add_sources, add_submission, open_workspace  # noqa: E402
 from benchmarks.machine import save  # noqa: E402

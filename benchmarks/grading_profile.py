@@ -81,7 +81,7 @@ sys.exit(app.main())
 
 
 PHASES = [  # (module, function, label): the coordinator's phases, timed by wrapping
-    ("autograder.grading", "ensure_sources", "ensure_sources (sources up to date?)"),
+    ("autograder.batch", "ensure_sources", "ensure_sources (sources up to date?)"),
     ("autograder.gradebook", "register_students", "register students in the gradebook"),
     ("autograder.grading", "keep_original", "keep the original"),
     ("autograder.grading", "read_notebook", "read + validate the release and source notebooks"),
@@ -163,7 +163,7 @@ def main() -> int:
 
     names = [check_assignment(n) for n in args.assignments] or assignments()
     ws = open_workspace(args.workspace or tempfile.mkdtemp(prefix="course-profile-"))
-    from autograder.grading import ensure_sources
+    from autograder.batch import ensure_sources
 
     t = time.perf_counter()
     ensure_sources(ws, names)
@@ -194,14 +194,14 @@ def main() -> int:
 
     totals = collections.defaultdict(list)
     instrument(totals)
-    from autograder import grading
+    from autograder import batch
 
     profiler = cProfile.Profile() if args.cprofile else None
     load_before = os.getloadavg()
     start = time.perf_counter()
     if profiler:
         profiler.enable()
-    results = grading.grade(ws, names, jobs=1)
+    results = batch.grade(ws, names, jobs=1)
     if profiler:
         profiler.disable()
     wall = time.perf_counter() - start

@@ -20,7 +20,7 @@ import pytest
 
 from autograder.course import release_path, solution_path
 from autograder.demo import buggy_notebook
-from autograder.grading import grade
+from autograder.batch import grade
 from autograder.scores import read_scores
 from autograder.workspace import add_submission, open_workspace
 

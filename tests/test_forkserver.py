@@ -16,7 +16,7 @@ from jupyter_client.connect import write_connection_file
 from nbformat.v4 import new_code_cell
 
 from autograder import course, forkserver
-from autograder.grading import grade
+from autograder.batch import grade
 from autograder.sandbox import ENV, Settings, probe
 from autograder.workspace import add_submission, hidden_paths, open_workspace
 
@@ -159,7 +159,7 @@ def test_a_kernel_dies_with_its_launcher(server, tmp_path):
     connection_file, _ = write_connection_file(str(tmp_path / "kernel.json"), transport="ipc", ip=str(tmp_path / "k"))
     env = {**env, ENV: Settings(base=str(tmp_path / "base")).to_env(), forkserver.ADDRESS_ENV: address}
     (tmp_path / "base").mkdir()
-    launcher = subprocess.Popen([sys.executable, "-m", "autograder.sandbox", connection_file], env=env, cwd=tmp_path,
+    launcher = subprocess.Popen([sys.executable, "-m", "autograder.launcher", connection_file], env=env, cwd=tmp_path,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server_pid = forkserver._server["proc"].pid
     deadline = time.monotonic() + 120

@@ -18,7 +18,7 @@ from autograder import course
 from autograder.collect import collect
 from autograder.export import export
 from autograder.feedback import feedback, hidden_lines
-from autograder.grading import grade
+from autograder.batch import grade
 from autograder.sandbox import Limits
 from autograder.workspace import open_workspace
 

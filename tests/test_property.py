@@ -14,7 +14,7 @@ from hostile_cases import notepad
 
 from autograder import course
 from autograder.demo import buggy_notebook
-from autograder.grading import grade
+from autograder.batch import grade
 from autograder.sandbox import Limits
 from autograder.workspace import add_submission, open_workspace
 

@@ -161,7 +161,7 @@ def test_collect_finds_the_assignment_of_a_utf16_hand_in_by_content(tmp_path):
 def test_a_utf16_crlf_hand_in_is_graded_like_the_solution(tmp_path):
     """End to end: the same score as the plain solution, the conversion in the report, the
     original bytes kept."""
-    from autograder.grading import grade
+    from autograder.batch import grade
 
     ws = open_workspace(tmp_path / "ws")
     notepad = nbformat.writes(solution()).replace("\n", "\r\n").encode("utf-16") + b"\x00\x00"
