@@ -54,7 +54,7 @@ PRELOAD = ("numpy", "torch", "torch.nn", "matplotlib", "matplotlib.pyplot", "ipy
 # Variables that differ between two hand-ins (of one batch, or of two workspaces: JUPYTER_PATH
 # leads nbgrader to the workspace's kernelspec) and that no import reads: a server serves them
 # all. Any other difference (thread counts, matplotlib's backend) gets a server of its own.
-PER_RUN = ("AUTOGRADER_SANDBOX", "JUPYTER_RUNTIME_DIR", "TMPDIR", "JUPYTER_PATH", ADDRESS_ENV)
+PER_RUN = ("AUTOGRADER_SANDBOX", "AUTOGRADER_SPLIT", "JUPYTER_RUNTIME_DIR", "TMPDIR", "JUPYTER_PATH", ADDRESS_ENV)
 STARTED, FALLBACK = b"started", b"fallback"
 MAX_REQUEST = 1 << 20
 BIND_TIMEOUT_S = 60

@@ -180,3 +180,22 @@ def test_a_kernel_dies_with_its_launcher(server, tmp_path):
     while _descendants(server_pid):
         assert time.monotonic() < deadline, f"left running: {_descendants(server_pid)}"
         time.sleep(0.2)
+
+
+def test_two_hand_ins_differ_only_in_what_a_fork_server_serves_them_all(tmp_path, monkeypatch):
+    """A fork server is started again whenever the environment of a hand-in's nbgrader run
+    differs in a variable outside PER_RUN: every variable that differs between two hand-ins
+    (of one workspace, or of two) must be in PER_RUN, or each hand-in pays a new server."""
+    from autograder import workspace
+
+    seen = []
+    monkeypatch.setattr(workspace, "run_nbgrader",
+                        lambda ws, *args, env=None, **kw: seen.append({**workspace.nbgrader_env(ws), **env}))
+    for name in ("one", "two"):
+        ws = open_workspace(tmp_path / name)
+        ws.source_path(ASSIGNMENT).parent.mkdir(parents=True)
+        ws.source_path(ASSIGNMENT).write_bytes(course.solution_path(ASSIGNMENT).read_bytes())
+        for student in ("ada", "bob"):
+            workspace.autograde(ws, student, ASSIGNMENT)
+    differ = {key for env in seen[1:] for key in set(env) | set(seen[0]) if env.get(key) != seen[0].get(key)}
+    assert differ and differ <= set(forkserver.PER_RUN), sorted(differ - set(forkserver.PER_RUN))
