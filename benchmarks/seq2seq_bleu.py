@@ -44,7 +44,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     ns = notebook_namespace()
-    torch, nn = ns["torch"], ns["nn"]
+    torch = ns["torch"]
     torch.set_num_threads(args.threads)
     ns["device"] = torch.device("cpu")
     EncoderDecoder, Seq2SeqEncoder = ns["EncoderDecoder"], ns["Seq2SeqEncoder"]
