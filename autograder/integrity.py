@@ -54,7 +54,8 @@ SUSPICIOUS = [
     (r"\bbuiltins\b|__builtins__", "changes Python's builtins"),
     (r"\bsys\s*\.\s*modules\b", "changes the module table"),
     (r"\bevents\s*\.\s*(register|callbacks)|input_transformers|ast_transformers|input_transformer_manager"
-     r"|set_custom_exc|CustomTB|register_magic|showtraceback", "registers IPython hooks that can change later cells"),
+     r"|set_custom_exc|CustomTB|register_magic|showtraceback|\.\s*(run_cell|run_cell_async|run_ast_nodes|run_code"
+     r"|transform_cell)\s*=(?!=)", "registers IPython hooks that can change later cells"),
     (r"\bsys\s*\.\s*(settrace|setprofile|_getframe)|\bf_back\b|\bf_locals\b|\bco_consts\b|\binspect\s*\.\s*"
      r"(stack|currentframe|getouterframes|getsource)|\blinecache\b|\b_ih\b|\bIn\s*\[|\b_i\d*\b|history_manager"
      r"|\bgc\s*\.\s*get_(objects|referrers)|\buser_ns\b", "reads the code that is running (the hidden tests)"),

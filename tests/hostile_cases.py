@@ -168,6 +168,11 @@ def reads_running_cell(nb):
     return nb
 
 
+# Tricks of class 2 that only swap the kernel's own copy of the checks by means the code scan does
+# not recognise (a module's __dict__ written through a loop variable): the tests run in the runner,
+# so they change nothing, and no flag is raised (the in-kernel verdict ledger that saw them is gone).
+UNSEEN_TRICKS = {"neutralize"}
+
 TAMPERING = {
     "patchchecks": "import utils.checks as _c\nfor _n in dir(_c):\n    if _n.startswith('check_'):\n"
                    "        setattr(_c, _n, lambda *a, **k: None)",
@@ -347,12 +352,13 @@ def cases(workspace_root: str) -> list[Case]:
                                                       % (workspace_root, course.solution_path(ASSIGNMENT)))),
              "flagged", "full", "reading the gradebook and the solution is refused and flagged"),
         # Tampering: each starts from the buggy notebook, so success would raise its score.
-        *[Case(name, canvas(name), dump(with_cell(bug, code)), "flagged", "atmost" if name == "redefine" else "buggy",
+        *[Case(name, canvas(name), dump(with_cell(bug, code)), "flagged",
+               "atmost" if name in ("redefine", "transformer") else "buggy",
                f"tampering: {name}" + (" (the guard's hooks removed: flagged)" if name == "killguard" else ""))
           for name, code in TAMPERING.items()],
         # Tricks played while the tests run (tests/tricks.py): never above the honest score.
         *[Case(f"trick-{name}", canvas(f"trick-{name}"), dump(tricks.apply(bug, name)),
-               "graded" if klass == 1 else "flagged", "atmost", f"class {klass}: {why}")
+               "graded" if klass == 1 or name in UNSEEN_TRICKS else "flagged", "atmost", f"class {klass}: {why}")
           for name, (klass, why) in tricks.TRICKS.items() if name != "all"],
         Case("trick-all-notepad", canvas("trick-all-notepad"), notepad(tricks.apply(bug, "all")), "flagged", "atmost",
              "every trick at once, in a notebook saved by Notepad (UTF-16, CRLF)"),

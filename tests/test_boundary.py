@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import time
 from collections import Counter, OrderedDict
 
 import numpy
@@ -315,3 +316,16 @@ def test_a_call_that_sets_requires_grad_on_an_argument_is_seen(link):
     h = torch.zeros(3)
     Handle(link, "grad_on")(h)
     assert h.requires_grad  # as in one process: the caller's tensor changed
+
+
+def test_a_kernel_whose_agent_never_connects_fails_the_call_with_a_reason(hostile_link):
+    """The comm that names the runner's socket reaches a handler of the student's instead of the
+    agent: nothing ever connects, and the call fails within the half-second checks, not at the
+    limit and never blocked in a send."""
+    run_in_kernel(hostile_link, "get_ipython().kernel.comm_manager.register_target("
+                                "'course.boundary', lambda comm, msg: comm.on_msg(lambda m: None))")
+    link = KernelLink(hostile_link.client, timeout=20)
+    started = time.monotonic()
+    with pytest.raises(BoundaryError, match="without an answer"):
+        Handle(link, "double")([1])
+    assert time.monotonic() - started < 10

@@ -93,8 +93,9 @@ class KernelLink:
             self.serving = self._send("comm_msg", {"comm_id": self.comm_id, "data": {"op": "serve"}})
         self.number += 1
         number = str(self.number).encode()
-        self.socket.send_multipart([number, json.dumps(tree).encode(), *buffers], copy=False)
-        frames = self._reply(number)
+        deadline = time.monotonic() + self.timeout
+        self._send_frames([number, json.dumps(tree).encode(), *buffers], deadline)
+        frames = self._reply(number, deadline)
         try:
             tree = json.loads(frames[0])
         except (ValueError, RecursionError):
@@ -113,22 +114,34 @@ class KernelLink:
                                                             BUILTIN_ERRORS else error[1])
         return reply
 
-    def _reply(self, number: bytes) -> list[bytes]:
-        """The frames of the reply to request `number`, less the number."""
-        import zmq
-
-        deadline = time.monotonic() + self.timeout
+    def _wait(self, event: int, deadline: float) -> None:
+        """Until the socket is ready for `event` (POLLIN, POLLOUT), checking every half second
+        that the kernel lives and still serves (an agent that never connected, or stopped
+        serving, makes the request fail instead of wait)."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise BoundaryError(f"your code did not answer within {self.timeout:g} s")
-            if not self.socket.poll(min(left, 0.5) * 1000, zmq.POLLIN):
-                if not self.client.is_alive():
-                    raise BoundaryError("the kernel died")
-                if self._drain(self.serving, block=False):
-                    self.serving = None
-                    raise BoundaryError("the kernel ended the request without an answer")
-                continue
+            if self.socket.poll(min(left, 0.5) * 1000, event):
+                return
+            if not self.client.is_alive():
+                raise BoundaryError("the kernel died")
+            if self.serving is not None and self._drain(self.serving, block=False):
+                self.serving = None
+                raise BoundaryError("the kernel ended the request without an answer")
+
+    def _send_frames(self, frames: list, deadline: float) -> None:
+        import zmq
+
+        self._wait(zmq.POLLOUT, deadline)
+        self.socket.send_multipart(frames, copy=False)
+
+    def _reply(self, number: bytes, deadline: float) -> list[bytes]:
+        """The frames of the reply to request `number`, less the number."""
+        import zmq
+
+        while True:
+            self._wait(zmq.POLLIN, deadline)
             frames, size = [self.socket.recv()], 0
             while self.socket.rcvmore:
                 frames.append(self.socket.recv())
@@ -144,9 +157,9 @@ class KernelLink:
         """End the cell's requests: the agent stops serving and the kernel goes idle."""
         if self.serving is None:
             return
-        serving, self.serving = self.serving, None
-        self.socket.send(b"end")
         deadline = time.monotonic() + self.timeout
+        self._send_frames([b"end"], deadline)
+        serving, self.serving = self.serving, None
         while not self._drain(serving, block=True):
             if time.monotonic() > deadline:
                 raise BoundaryError(f"your code did not answer within {self.timeout:g} s")
