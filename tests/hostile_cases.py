@@ -172,6 +172,10 @@ def reads_running_cell(nb):
 # not recognise (a module's __dict__ written through a loop variable): the tests run in the runner,
 # so they change nothing, and no flag is raised (the in-kernel verdict ledger that saw them is gone).
 UNSEEN_TRICKS = {"neutralize"}
+# Hand-ins whose own code races a timer thread (tests/tricks.py: a change undone 0.2 s later), so
+# which of their calls see the change depends on the machine's speed: graded twice they may earn
+# different points, never more than the honest hand-in.
+TIMER_RACES = {f"trick-{name}" for name in ("neutralize", "poison")} | {"trick-all-notepad"}
 
 TAMPERING = {
     "patchchecks": "import utils.checks as _c\nfor _n in dir(_c):\n    if _n.startswith('check_'):\n"
