@@ -33,13 +33,15 @@ def course_cells(notebook) -> dict:
     source and whether it is a test) and the names the solution cells define."""
     import ast
 
+    from utils.cells import parse
+
     cells, names = {}, []
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or "grade_id" not in meta:
             continue
         if meta.get("solution"):
-            for node in ast.parse(cell.source).body:
+            for node in parse(cell.source).body:  # (grade --jobs parses in threads: the locked parse)
                 if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                     names.append(node.name)
         elif meta.get("grade") or meta.get("locked"):
