@@ -1,5 +1,5 @@
 """The trust property, over every assignment, through the real `grade` path (repair,
-sandbox, guard, nbgrader, ledger): a hand-in that plays tricks on the grader never
+sandbox, guard, nbgrader, split execution): a hand-in that plays tricks on the grader never
 scores above the same answers handed in honestly.
 
 For each assignment the honest hand-in is the demo's buggy notebook (the solution with
