@@ -22,7 +22,7 @@ import sys
 import traceback
 
 import utils.checks as checks
-from autograder.boundary.runner_side import Boundary, BoundaryError, Handle, KernelLink
+from autograder.boundary.runner_side import Boundary, Handle, KernelLink, NoAnswer
 
 TIMEOUT_NAME = "CellTimeoutError"
 
@@ -104,7 +104,7 @@ class Runner:
 
 
 def _timed_out(error) -> bool:
-    return isinstance(error, CellTimeout) or isinstance(error, BoundaryError) and "did not answer" in str(error)
+    return isinstance(error, (CellTimeout, NoAnswer))
 
 
 def _alarm(signum, frame):

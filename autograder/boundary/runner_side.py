@@ -46,6 +46,10 @@ class BoundaryError(Exception):
     """The kernel did not answer as the protocol says (dead, too slow, or a malformed reply)."""
 
 
+class NoAnswer(BoundaryError):
+    """The kernel did not answer within the limit (the grader interrupts it)."""
+
+
 class KernelLink:
     """Requests to the kernel's agent (autograder.boundary.kernel_side).
 
@@ -121,7 +125,7 @@ class KernelLink:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise BoundaryError(f"your code did not answer within {self.timeout:g} s")
+                raise NoAnswer(f"your code did not answer within {self.timeout:g} s")
             if self.socket.poll(min(left, 0.5) * 1000, event):
                 return
             if not self.client.is_alive():
@@ -162,7 +166,7 @@ class KernelLink:
         serving, self.serving = self.serving, None
         while not self._drain(serving, block=True):
             if time.monotonic() > deadline:
-                raise BoundaryError(f"your code did not answer within {self.timeout:g} s")
+                raise NoAnswer(f"your code did not answer within {self.timeout:g} s")
             if not self.client.is_alive():
                 raise BoundaryError("the kernel died")
 
