@@ -148,6 +148,13 @@ def grad_mode():
 def fails():
     raise ValueError("a bad value")
 
+def count(xs):
+    return len(xs)
+
+def draw_then_fail(n):
+    torch.randn(n)
+    raise ValueError("drew, then failed")
+
 class Odd(Exception):
     pass
 
@@ -221,6 +228,30 @@ def test_random_draws_are_those_of_one_process(link):
     remote = Handle(link, "draw")(2, generator=g)
     assert torch.equal(remote, torch.randn(2, generator=g2))
     assert torch.equal(torch.randn(2, generator=g), torch.randn(2, generator=g2))
+
+
+def test_random_draws_stay_those_of_one_process_over_many_requests(link):
+    """The RNG state crosses only when it changed; the sequence stays that of one process,
+    through requests that draw nothing, draws on either side, and a call that fails after drawing."""
+    def sequence(draw, draw_then_fail, length):
+        torch.manual_seed(1)
+        out = [draw(2), torch.randn(1)]
+        length([1, 2]), length([3])
+        out.append(draw(3))
+        with pytest.raises(ValueError):
+            draw_then_fail(4)
+        out += [draw(2), torch.randn(2)]
+        torch.manual_seed(1)
+        out.append(draw(1))
+        return out
+
+    def failing(n):
+        torch.randn(n)
+        raise ValueError("drew, then failed")
+
+    here = sequence(lambda n: torch.randn(n), failing, len)
+    there = sequence(Handle(link, "draw"), Handle(link, "draw_then_fail"), Handle(link, "count"))
+    assert all(torch.equal(a, b) for a, b in zip(here, there, strict=True))
 
 
 def test_grad_mode_goes_with_the_call(link):

@@ -37,6 +37,7 @@ class Agent:
         self.nodes: dict[int, tuple[list, list]] = {}  # autograd: (input leaves, outputs) of a call
         self.stand_ins: dict[str, object] = {}  # what the tests defined here (utils.checks.stand_in)
         self.counter = 0
+        self.rng: torch.Tensor | None = None  # torch's RNG state once a request has set it
 
     # -- the table -------------------------------------------------------------------
     def _number(self) -> int:
@@ -70,6 +71,7 @@ class Agent:
         """The reply to one request: {"value": ...} or {"error": [class name, message]}, and
         what the student's code printed meanwhile ("printed": [[stream name, text], ...])."""
         printed: list[list[str]] = []
+        self.rng = None
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = _Printed("stdout", printed), _Printed("stderr", printed)
         try:
@@ -81,6 +83,10 @@ class Agent:
             reply = {"error": [type(exc).__name__, str(exc)[:2000]]}
         finally:
             sys.stdout, sys.stderr = saved
+        before, self.rng = self.rng, None
+        rng = torch.get_rng_state()
+        if before is not None and not torch.equal(rng, before):  # else the runner keeps its own
+            reply["rng"] = rng
         if printed:
             reply["printed"] = printed
         try:
@@ -96,10 +102,9 @@ class Agent:
             self.nodes.pop(number, None)
         if "rng" in request:
             torch.set_rng_state(request["rng"])
+        self.rng = torch.get_rng_state()
         with torch.set_grad_enabled(bool(request.get("grad", True))):
-            reply = getattr(self, "op_" + op)(request)
-        reply["rng"] = torch.get_rng_state()
-        return reply
+            return getattr(self, "op_" + op)(request)
 
     def _target(self, request):
         target = request["target"]

@@ -69,6 +69,7 @@ class KernelLink:
         self.handles: weakref.WeakValueDictionary[int, Handle] = weakref.WeakValueDictionary()
         self.released: list[int] = []
         self.number, self.serving = 0, None
+        self.rng = None  # torch's RNG state as the kernel has it during this cell's requests
         self.socket = zmq.Context.instance().socket(zmq.PAIR)
         self.socket.linger = 0
         self.socket.setsockopt(zmq.MAXMSGSIZE, limits.bytes)
@@ -88,7 +89,12 @@ class KernelLink:
         """The kernel's decoded answer to one request, or the exception its code raised."""
         if self.released:
             fields["release"], self.released = self.released, []
-        fields["rng"], fields["grad"] = torch.get_rng_state(), torch.is_grad_enabled()
+        # torch's RNG state goes only where the kernel's is not ours; the kernel sends its own
+        # back only when the request changed it
+        rng, known, self.rng = torch.get_rng_state(), self.rng, None
+        if known is None or not torch.equal(rng, known):
+            fields["rng"] = rng
+        fields["grad"] = torch.is_grad_enabled()
         try:
             tree, buffers = encode(fields, self.limits, self._reference)
         except CodecError as exc:
@@ -110,6 +116,9 @@ class KernelLink:
         self._printed(reply.get("printed"))
         if type(reply.get("rng")) is torch.Tensor and reply["rng"].dtype == torch.uint8:
             torch.set_rng_state(reply["rng"])
+            self.rng = reply["rng"]
+        elif "error" not in reply:
+            self.rng = rng
         if "error" in reply:
             error = reply["error"]
             if type(error) is not list or len(error) != 2 or not all(type(x) is str for x in error):
@@ -137,8 +146,11 @@ class KernelLink:
     def _send_frames(self, frames: list, deadline: float) -> None:
         import zmq
 
-        self._wait(zmq.POLLOUT, deadline)
-        self.socket.send_multipart(frames, copy=False)
+        try:  # a PAIR socket whose peer is connected takes a message at once
+            self.socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            self._wait(zmq.POLLOUT, deadline)
+            self.socket.send_multipart(frames, copy=False)
 
     def _reply(self, number: bytes, deadline: float) -> list[bytes]:
         """The frames of the reply to request `number`, less the number."""
@@ -163,7 +175,7 @@ class KernelLink:
             return
         deadline = time.monotonic() + self.timeout
         self._send_frames([b"end"], deadline)
-        serving, self.serving = self.serving, None
+        serving, self.serving, self.rng = self.serving, None, None
         while not self._drain(serving, block=True):
             if time.monotonic() > deadline:
                 raise NoAnswer(f"your code did not answer within {self.timeout:g} s")
@@ -172,7 +184,7 @@ class KernelLink:
 
     def abandon(self) -> None:
         """Forget the cell's requests (the grader interrupts the kernel instead)."""
-        self.serving = None
+        self.serving, self.rng = None, None
 
     def _drain(self, msg_id: str | None, block: bool) -> bool:
         """Read the kernel's broadcasts; keep what it printed outside a request (e.g. from C
