@@ -47,10 +47,13 @@ SWITCH_ENV = "AUTOGRADER_FORKSERVER"
 # What a grading kernel imports anyway, slowest first. ipykernel.debugger (debugpy, 0.18 s) is
 # imported by every IPythonKernel when it is made; torch's shape checks (torch._check_with, e.g.
 # nn.MultiheadAttention given a key padding mask) import symbolic_shapes and sympy on first use,
-# 0.6 s in every kernel of notebooks 06 and 07. Importing them starts no thread and sets no hook.
+# 0.6 s in every kernel of notebooks 06 and 07; sacrebleu (setup cells of 04 and 07, 0.08 s) and
+# numpy.random (utils.runtime.seed_everything, 0.03 s) in every kernel and runner that grade them.
+# Importing them starts no thread and sets no hook.
 PRELOAD = ("numpy", "torch", "torch.nn", "matplotlib", "matplotlib.pyplot", "ipykernel.kernelapp",
            "ipykernel.debugger", "torch.fx.experimental.symbolic_shapes", "autograder.guard", "autograder.sandbox",
-           "autograder.boundary.kernel_side", "autograder.boundary.runner", "jupyter_client")
+           "autograder.boundary.kernel_side", "autograder.boundary.runner", "jupyter_client", "sacrebleu",
+           "numpy.random")
 # Variables that differ between two hand-ins (of one batch, or of two workspaces: JUPYTER_PATH
 # leads nbgrader to the workspace's kernelspec) and that no import reads: a server serves them
 # all. Any other difference (thread counts, matplotlib's backend) gets a server of its own.
