@@ -294,6 +294,22 @@ def test_an_fp16_step_whose_gradients_overflow_is_skipped(monkeypatch):
         assert not torch.equal(got, before)  # the other two steps did update
 
 
+def test_resuming_past_a_lowered_max_steps_stops_at_once(tmp_path, capsys):
+    """A checkpoint at step 10, resumed with max_steps 6: no step is taken, the history is the
+    checkpoint's and the run says why (it used to train on forever: `step == max_steps` never held)."""
+    path = tmp_path / "run.pt"
+    model, opt = fresh()
+    before = train(model, opt, get_batch, loss_fn, config(max_steps=10, checkpoint_path=str(path)), lr_schedule=schedule)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    capsys.readouterr()
+    model, opt = fresh(seed=3)
+    after = train(model, opt, get_batch, loss_fn, config(max_steps=6, checkpoint_path=str(path)), lr_schedule=schedule)
+    assert after.steps == before.steps and after.eval_steps == before.eval_steps
+    assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
+    assert torch.load(path, weights_only=False)["step"] == 10
+    assert "nothing to train" in capsys.readouterr().out
+
+
 def test_a_checkpoint_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch):
     path = tmp_path / "gpu.pt"
     model, opt = fresh()

@@ -284,6 +284,9 @@ def train(
     if config.checkpoint_path and config.resume and Path(config.checkpoint_path).exists():
         step, history = load_checkpoint(config.checkpoint_path, model, optimizer, scaler, generator)
         print(f"resumed from {config.checkpoint_path} at step {step}")
+        if step >= config.max_steps:
+            print(f"nothing to train: the checkpoint is at step {step} and max_steps is {config.max_steps}; "
+                  "raise max_steps to train on")
     start_step = step
     net = torch.compile(model) if config.compile else model
     checkpoint_every = config.checkpoint_every or config.eval_every
@@ -294,7 +297,7 @@ def train(
     try:
         while True:
             resumed_here = step == start_step and step > 0  # already evaluated and saved here
-            last = step == config.max_steps
+            last = step >= config.max_steps  # a checkpoint may lie past a lowered max_steps
             if config.eval_every and not resumed_here and (step % config.eval_every == 0 or last):
                 losses = evaluate(net, get_batch, loss_fn, config.eval_batches, device, precision, config.eval_seed)
                 history.eval_steps.append(step)
