@@ -160,6 +160,7 @@ def test_correct_but_unusual_answers_pass():
     check_equal({("a", "b"): 2}, collections.Counter({("a", "b"): 2}), "a dict where a Counter is expected")
     check_equal(np.int64(3), 3, "a NumPy integer")
     check_equal(torch.tensor(3), 3, "a 0-d tensor")
+    check_equal(torch.tensor([3]), 3, "a one-element tensor where a number is expected")
     check_close(np.array([1.0, 2.0]), torch.tensor([1.0, 2.0]), "a NumPy array")
     check_close(torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0, 2.0]), "float64")
     check_close(torch.nn.Parameter(torch.ones(2)), torch.ones(2), "a Parameter")
@@ -176,6 +177,16 @@ def test_plain_keeps_the_autograd_graph_and_detaches_from_the_original():
     assert torch.equal(x.grad, torch.full((2,), 2.0))
     y.data.zero_()
     assert torch.equal(p.detach(), torch.full((2,), 2.0))
+
+
+def test_a_squeezed_batch_of_one_is_not_a_list_of_one():
+    """A .squeeze() that drops the batch axis of a batch of one gives a 0-d tensor: where a list of one
+    is expected, that fails (the shape counts), as it does for a list of two."""
+    check_equal(torch.tensor([2]), [2], "a batch of one")
+    with pytest.raises(AssertionError):
+        check_equal(torch.tensor(2), [2], "a squeezed batch of one")
+    with pytest.raises(AssertionError):
+        check_equal(torch.tensor([[2]]), [2], "an extra axis")
 
 
 def test_a_bool_is_not_a_number_and_strictness_is_kept():

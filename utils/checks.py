@@ -163,8 +163,10 @@ def check_equal(actual: Any, expected: Any, what: str, hint: str = "") -> None:
 
     Lists and tuples are both sequences and compare element by element (a tuple where a
     list is expected is fine); dicts compare as dicts (a Counter equals the dict of its
-    counts); a one-element tensor or NumPy scalar compares as its number; tensors compare
-    exactly (use check_close for floating point); a bool is never equal to a number.
+    counts); where a number is expected, a one-element tensor or NumPy scalar compares as its
+    number, but where a list is expected the shape counts (a 0-d tensor is not [2]: a
+    .squeeze() that drops a batch axis of size 1 fails); tensors compare exactly (use
+    check_close for floating point); a bool is never equal to a number.
     """
     try:
         a = _plain(actual, 0)
@@ -207,8 +209,8 @@ def _tensors_equal(a: Any, e: Any) -> bool:
     except _Unplain:
         return False
     with _no_torch_function(), _no_dispatch():
-        if a.numel() == 1 and e.numel() == 1 and (a.dim() == 0 or e.dim() == 0):
-            a, e = a.reshape(()), e.reshape(())
+        if a.numel() == 1 and e.dim() == 0:  # a number is expected: a one-element tensor is that number
+            a = a.reshape(())
         if a.shape != e.shape:
             return False
         common = _promote(a.dtype, e.dtype)
