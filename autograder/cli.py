@@ -74,7 +74,7 @@ def cmd_dist(args) -> int:
     from autograder.dist import build
 
     names = _names(args.assignments)
-    files = build(Path(args.out), names)
+    files = build(Path(args.out), names, allow_placeholder=args.allow_placeholder)
     print(f"wrote the student distribution of {', '.join(names)} to {Path(args.out).resolve()} ({len(files)} files)")
     _warn_if_placeholder()
     return 0
@@ -247,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dist", help="write the student distribution (no solutions, no hidden tests, no autograder) to OUT")
     p.add_argument("out", help="output folder: new, or a previous distribution (its .git is kept)")
+    p.add_argument("--allow-placeholder", action="store_true",
+                   help="build even while [tool.course] repository is the placeholder (a local trial copy: "
+                        "its Colab badges and setup cells cannot fetch the course)")
     p.add_argument("assignments", nargs="*", help="default: every assignment")
     p.set_defaults(func=cmd_dist)
     return parser

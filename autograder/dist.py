@@ -92,9 +92,19 @@ def environment_yml(student: list[str]) -> str:
     )
 
 
-def build(out: Path, names: list[str]) -> list[Path]:
-    """Write the student distribution of assignments `names` into `out`; return the files written."""
+def build(out: Path, names: list[str], allow_placeholder: bool = False) -> list[Path]:
+    """Write the student distribution of assignments `names` into `out`; return the files written.
+    While [tool.course] repository is the placeholder it refuses, unless `allow_placeholder`
+    (a trial copy for a local machine: its Colab badges and setup cells cannot fetch the course)."""
     out = Path(out).resolve()
+    config = load_config()
+    if config.placeholder and not allow_placeholder:
+        raise CourseError(
+            f"[tool.course] repository in pyproject.toml is still the placeholder {config.repository}: students "
+            "who open the notebooks in Colab could not fetch the course. Set it to the GitHub address the students "
+            "will clone, e.g. repository = \"https://github.com/your-org/sequence-models-course\", then run "
+            "python -m autograder student-cells (it rewrites the badges and setup cells and releases again) and "
+            "this command again. For a local trial copy only: python -m autograder dist OUT --allow-placeholder")
     own = [REPO_ROOT / d for d in ("solutions", "notebooks", "utils", "datasets", "autograder", "tests", "benchmarks")]
     if out == REPO_ROOT or out in REPO_ROOT.parents or any(out == d or d in out.parents for d in own):
         raise CourseError(f"{out}: write the distribution to a folder of its own (for example ./dist, which git ignores)")

@@ -53,6 +53,23 @@ def badge_source(name: str, config: CourseConfig) -> str:
     )
 
 
+# While the course address is the placeholder, Colab cannot fetch the course: the setup cell uses a copy
+# of the course folder (utils/ inside) in the session's folder or up to two levels deep in a mounted
+# Drive, and otherwise says exactly what to do.
+PLACEHOLDER_SEARCH = [
+    "        import glob  # the course address is not set: look for a copy of the course folder",
+    "        _drive = os.path.join(os.getcwd(), 'drive', 'MyDrive')",
+    "        _places = [os.getcwd()] + sorted(glob.glob(os.path.join(_drive, '*'))) + sorted(glob.glob(os.path.join(_drive, '*', '*')))",
+    "        _course = next((p for p in _places if os.path.isfile(os.path.join(p, 'utils', '__init__.py'))), None)",
+    "        if _course is None:",
+    "            raise RuntimeError('The course address is not set in this notebook (COURSE_REPOSITORY above), so the course '",
+    "                               'cannot be fetched. Ask your instructor for the course link, or put the course folder '",
+    "                               '(the one that holds utils/ and datasets/) in your Google Drive, mount the Drive (Files '",
+    "                               'panel, Mount Drive) and run this cell again.')",
+    "        print('Using the course folder', _course)",
+]
+
+
 def bootstrap_block(name: str, config: CourseConfig, repository: str | None = None) -> str:
     """The first lines of the setup cell. `repository` overrides the address (tests use a local clone)."""
     url = repository or config.repository
@@ -68,8 +85,7 @@ def bootstrap_block(name: str, config: CourseConfig, repository: str | None = No
         "    import google.colab  # noqa: F401  (only Colab has it)",
         "    _course = os.path.abspath(COURSE_REPOSITORY.rstrip('/').split('/')[-1].removesuffix('.git'))",
         "    if not os.path.isdir(os.path.join(_course, 'utils')):",
-        *(["        raise RuntimeError('The course address is not set yet: ask your instructor for the course link.')"]
-          if PLACEHOLDER_MARK in url else [
+        *(PLACEHOLDER_SEARCH if PLACEHOLDER_MARK in url else [
             "        print('Fetching the course from', COURSE_REPOSITORY)",
             f"        subprocess.run(['git', 'clone', '--quiet', '--depth', '1', {branch}COURSE_REPOSITORY, _course], check=True)",
         ]),

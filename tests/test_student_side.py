@@ -88,8 +88,18 @@ def test_readme_badges_and_manifest_are_up_to_date():
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist") / "sequence-models-course"
-    build(out, ASSIGNMENTS)
+    build(out, ASSIGNMENTS, allow_placeholder=True)  # the address does not matter here (Colab tests clone locally)
     return out
+
+
+def test_dist_refuses_while_the_course_address_is_the_placeholder(tmp_path, monkeypatch):
+    from autograder import dist
+
+    placeholder = config.CourseConfig(repository=f"https://github.com/{config.PLACEHOLDER_MARK}/sequence-models-course")
+    monkeypatch.setattr(dist, "load_config", lambda: placeholder)
+    with pytest.raises(course.CourseError, match="still the placeholder.*student-cells.*--allow-placeholder"):
+        build(tmp_path / "out", ASSIGNMENTS)
+    assert not (tmp_path / "out").exists()
 
 
 def _secret_lines():
@@ -296,6 +306,34 @@ def test_completed_notebook_passes_everything_in_a_colab_standin(dist_repository
     failing = [(course.grade_id(c), errors(c)) for c in nb.cells if c.cell_type == "code" and errors(c)]
     assert not failing, f"cells failing in Colab with every answer filled in: {failing}"
     assert "Not answered" not in report and " pass  " in report and "FAIL" not in report
+
+
+@pytest.mark.slow
+def test_without_a_course_address_colab_uses_a_course_folder_in_drive_or_says_what_to_do(dist, tmp_path):
+    """The setup cell as shipped while the address is the placeholder: in Colab it finds a copy of the course
+    folder in the mounted Drive (or in the session's folder); without one it stops with what to do."""
+    name = ASSIGNMENTS[0]
+    placeholder = config.CourseConfig(repository=f"https://github.com/{config.PLACEHOLDER_MARK}/sequence-models-course")
+    setup = next(c for c in course.read_notebook(course.release_path(name)).cells if course.grade_id(c) == "setup")
+    block = student_cells.bootstrap_block(name, placeholder)
+    bootstrap = block + "\nimport utils\nprint('utils from', utils.__file__)"
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(STANDIN), os.environ.get("PYTHONPATH")])),
+           "COLAB_STANDIN_LOG": str(tmp_path / "colab.log"), "COURSE_FAST": "1"}
+    assert block in setup.source or CONFIG.repository != placeholder.repository
+    for case in ("in drive", "nowhere"):
+        content = tmp_path / case / "content"  # Colab's working folder
+        content.mkdir(parents=True)
+        if case == "in drive":
+            shutil.copytree(dist, content / "drive" / "MyDrive" / "courses" / "seq-models")
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(bootstrap)])
+        execute(nb, content, env)
+        if case == "in drive":
+            assert not errors(nb.cells[0]), errors(nb.cells[0])
+            found = content / "drive" / "MyDrive" / "courses" / "seq-models"
+            assert f"utils from {found / 'utils' / '__init__.py'}" in outputs_text(nb.cells[0])
+        else:
+            message = " ".join(errors(nb.cells[0]))
+            assert "course address is not set" in message and "Mount Drive" in message, message
 
 
 def test_colab_prepare_installs_only_what_is_missing_never_torch():
