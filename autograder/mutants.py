@@ -6,6 +6,7 @@ A catalog (YAML or JSON) is a list of entries::
       assignment: 05_self_attention
       cell: scaled_dot_product_attention   # grade_id of the solution cell to replace
       kind: bug                            # bug: must lose points; correct: must keep full marks
+      mistake: boundary                    # optional, bugs only: which of MISTAKES it is
       description: forgets to divide the scores by sqrt(d_k)
       source: |
         def scaled_dot_product_attention(q, k, v, mask=None):
@@ -13,6 +14,10 @@ A catalog (YAML or JSON) is a list of entries::
 
 Each mutant is the solution notebook with that cell's whole source replaced, graded by
 `grade` exactly as a student's hand-in (repair, scan, sandbox, split execution, status).
+
+Every graded code cell has, for each of the usual kinds of mistake (MISTAKES), a bug tagged
+with it, or a line in `not_applicable/<assignment>.yaml` saying why that mistake cannot be
+made in that cell: `coverage_gaps` lists what is missing.
 """
 from __future__ import annotations
 
@@ -31,10 +36,15 @@ from autograder.batch import grade
 from autograder.grading import GradeResult
 from autograder.scores import NotebookScore
 from autograder.workspace import add_submission, open_workspace
-from utils.cells import grade_id
+from utils.cells import grade_id, is_answer
 
 KINDS = ("bug", "correct")
 REQUIRED = ("id", "assignment", "cell", "kind", "source")
+# The usual kinds of mistake (issue 27): a gradient cut where the output feeds training, an
+# argument changed in place, a float64 input computed in float32, a boundary case (ties,
+# empty or length-1 input, a batch of one), special tokens or capitals in token input.
+MISTAKES = ("gradient", "arguments", "dtype", "boundary", "special-tokens")
+NOT_APPLICABLE_DIR = MUTANTS_DIR / "not_applicable"
 BASELINE = "solution"
 
 
@@ -46,6 +56,7 @@ class Mutant:
     kind: str
     source: str
     description: str = ""
+    mistake: str = ""
     catalog: str = ""
 
     @property
@@ -91,7 +102,10 @@ def load_catalog(path: Path) -> list[Mutant]:
             raise CourseError(f"{where} ({entry.get('id', 'no id')}): missing {', '.join(missing)}")
         if entry["kind"] not in KINDS:
             raise CourseError(f"{where} ({entry['id']}): kind must be one of {KINDS}, not {entry['kind']!r}")
-        fields = {key: str(entry[key]) for key in (*REQUIRED, "description") if key in entry}
+        mistake = entry.get("mistake")
+        if mistake is not None and (entry["kind"] != "bug" or mistake not in MISTAKES):
+            raise CourseError(f"{where} ({entry['id']}): mistake tags a bug, as one of {MISTAKES}, not {mistake!r}")
+        fields = {key: str(entry[key]) for key in (*REQUIRED, "description", "mistake") if key in entry}
         mutants.append(Mutant(catalog=str(path), **fields))
     return mutants
 
@@ -104,6 +118,42 @@ def load_catalogs(paths: list[Path]) -> list[Mutant]:
             raise CourseError(f"mutant id {m.id!r} appears twice ({seen[m.id]} and {m.catalog})")
         seen[m.id] = m.catalog
     return mutants
+
+
+def load_not_applicable(assignment: str) -> dict[str, dict[str, str]]:
+    """cell → {mistake: why it cannot be made there}, from not_applicable/<assignment>.yaml."""
+    path = NOT_APPLICABLE_DIR / f"{assignment}.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        found = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise CourseError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(found, dict) or not all(isinstance(v, dict) for v in found.values()):
+        raise CourseError(f"{path}: expected cell: {{mistake: reason}} mappings")
+    return {str(cell): {str(k): str(v) for k, v in reasons.items()} for cell, reasons in found.items()}
+
+
+def coverage_gaps(assignment: str, mutants: list[Mutant]) -> list[str]:
+    """What keeps the catalog from covering every kind of mistake in every graded code cell
+    of `assignment`: a (cell, mistake) with neither a tagged bug nor a reason it cannot
+    happen, or with both, and reasons for cells or mistakes that do not exist."""
+    cells = [
+        grade_id(c) for c in read_notebook(solution_path(assignment)).cells
+        if c.cell_type == "code" and is_answer(c)
+    ]
+    reasons = load_not_applicable(assignment)
+    tagged = {(m.cell, m.mistake) for m in mutants if m.assignment == assignment and m.kind == "bug" and m.mistake}
+    gaps = [f"{assignment}: not_applicable names {cell!r}, which is no graded code cell" for cell in reasons if cell not in cells]
+    for cell in cells:
+        mine = reasons.get(cell, {})
+        gaps += [f"{assignment}/{cell}: not_applicable names {k!r}, not one of {MISTAKES}" for k in mine if k not in MISTAKES]
+        for mistake in MISTAKES:
+            if (cell, mistake) in tagged and mistake in mine:
+                gaps.append(f"{assignment}/{cell}: {mistake} has a bug mutant and a reason it cannot happen")
+            elif (cell, mistake) not in tagged and mistake not in mine:
+                gaps.append(f"{assignment}/{cell}: no {mistake} bug mutant and no reason it cannot happen")
+    return gaps
 
 
 def apply_mutant(solution_nb, cell_id: str, source: str):
