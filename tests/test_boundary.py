@@ -139,6 +139,11 @@ def append_and_add(xs, t):
     xs.append(9)
     t.add_(1)
 
+def change_inside(state, layers):
+    state[0].mul_(2)
+    state[1].append("x")
+    layers[0][1].zero_()
+
 def draw(n, generator=None):
     return torch.randn(n, generator=generator)
 
@@ -217,6 +222,14 @@ def test_in_place_changes_to_arguments_come_back(link):
     xs, t = [1], torch.zeros(2)
     Handle(link, "append_and_add")(xs, t)
     assert xs == [1, 9] and torch.equal(t, torch.ones(2))
+
+
+def test_in_place_changes_inside_tuples_and_lists_come_back_to_the_same_tensors(link):
+    h, names, w, b = torch.ones(2), ["a"], torch.ones(3), torch.ones(3)
+    state, layers = (h, names, 7), [(w, b), (w.clone(), b.clone())]
+    Handle(link, "change_inside")(state, layers)
+    assert torch.equal(h, torch.full((2,), 2.0)) and names == ["a", "x"]
+    assert layers[0][1] is b and torch.equal(b, torch.zeros(3)) and torch.equal(w, torch.ones(3))
 
 
 def test_random_draws_are_those_of_one_process(link):

@@ -190,9 +190,15 @@ def _changed(args, versions):
     """`args` as the call left them, with None for each tensor argument whose values and
     requires_grad it left alone (the runner copies the rest back into its own objects)."""
     untouched = {id(t) for t, before in versions if (t._version, t.requires_grad) == before}
+
+    def left_alone(v) -> bool:  # a tensor, or a tuple of tensors and constants, that nothing changed
+        if isinstance(v, torch.Tensor):
+            return id(v) in untouched
+        return type(v) is tuple and all(left_alone(x) or type(x) in (int, float, bool, str, type(None)) for x in v)
+
     if isinstance(args, dict):
-        return {k: None if isinstance(v, torch.Tensor) and id(v) in untouched else v for k, v in args.items()}
-    return [None if isinstance(v, torch.Tensor) and id(v) in untouched else v for v in args]
+        return {k: None if left_alone(v) else v for k, v in args.items()}
+    return [None if left_alone(v) else v for v in args]
 
 
 class _Printed(io.TextIOBase):

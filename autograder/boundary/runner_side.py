@@ -328,33 +328,65 @@ class Handle:
 
 # -- copying back and gradients ---------------------------------------------------------
 def _copy_back(originals, after) -> None:
-    """Write what the call did to its arguments into the runner's own objects."""
+    """Write what the call did to its arguments into the runner's own objects (None in
+    `after`: a tensor argument the call left alone)."""
     if after is None:
         return
     pairs = originals.items() if isinstance(originals, dict) else enumerate(originals)
     for key, original in pairs:
         new = after[key] if isinstance(after, dict) and key in after or isinstance(after, list) and \
             type(key) is int and key < len(after) else None
-        if new is None:
-            continue
-        if type(original) is list and type(new) is list:
+        if new is not None:
+            _copy_into(original, new)
+
+
+def _copy_into(original, new) -> None:
+    """Make `original` hold what `new` holds, in place and as deep as it goes: a tensor takes
+    the new values and keeps its identity; a list, dict or set takes the new items (each item
+    that is itself a tensor or a container is updated in turn); a tuple cannot change, but the
+    tensors and lists inside it can, so it passes the change on to its items."""
+    kind = type(original)
+    if isinstance(original, torch.Tensor) and type(new) is torch.Tensor:
+        with torch.no_grad():
+            if original.shape != new.shape:
+                original.data = new.to(original.dtype)
+            elif not torch.equal(original, new.to(original.dtype)):
+                original.copy_(new.to(original.dtype))
+        if original.is_leaf and original.requires_grad != new.requires_grad:
+            original.requires_grad_(new.requires_grad)
+    elif kind is list and type(new) is list:
+        if len(original) != len(new):
             original[:] = new
-        elif type(original) is dict and type(new) is dict:
-            original.clear()
-            original.update(new)
-        elif type(original) is set and type(new) is set:
-            original.clear()
-            original.update(new)
-        elif isinstance(original, torch.Tensor) and type(new) is torch.Tensor:
-            with torch.no_grad():
-                if original.shape != new.shape:
-                    original.data = new.to(original.dtype)
-                elif not torch.equal(original, new.to(original.dtype)):
-                    original.copy_(new.to(original.dtype))
-            if original.is_leaf and original.requires_grad != new.requires_grad:
-                original.requires_grad_(new.requires_grad)
-        elif isinstance(original, torch.Generator) and type(new) is torch.Generator:
-            original.set_state(new.get_state())
+            return
+        for index, (old, item) in enumerate(zip(original, new)):
+            if _updatable(old, item):
+                _copy_into(old, item)
+            else:
+                original[index] = item
+    elif kind is tuple and type(new) is tuple and len(original) == len(new):
+        for old, item in zip(original, new):
+            if _updatable(old, item):
+                _copy_into(old, item)
+    elif kind is dict and type(new) is dict:
+        for key in [k for k in original if k not in new]:
+            del original[key]
+        for key, item in new.items():
+            if key in original and _updatable(original[key], item):
+                _copy_into(original[key], item)
+            else:
+                original[key] = item
+    elif kind is set and type(new) is set:
+        original.clear()
+        original.update(new)
+    elif isinstance(original, torch.Generator) and type(new) is torch.Generator:
+        original.set_state(new.get_state())
+
+
+def _updatable(old, new) -> bool:
+    """Whether `old` can take `new`'s content in place (else it is replaced where it sits)."""
+    if isinstance(old, torch.Tensor):
+        return type(new) is torch.Tensor
+    return type(old) in (list, tuple, dict, set) and type(new) is type(old)
 
 
 class _Bridge(torch.autograd.Function):
