@@ -189,6 +189,16 @@ def test_a_squeezed_batch_of_one_is_not_a_list_of_one():
         check_equal(torch.tensor([[2]]), [2], "an extra axis")
 
 
+def test_python_floats_are_compared_as_the_doubles_they_are():
+    """A float64 check at a tight tolerance must see a float32 computation even when both
+    sides are Python floats (torch.tensor(0.1) alone would round them to float32)."""
+    third = torch.tensor(1.0, dtype=torch.float64) / 3
+    check_close(float(third), float(third), "a float64 value", rtol=1e-12, atol=0)
+    check_close([float(third), 0.5], torch.stack([third, third / third / 2]), "a list of floats", rtol=1e-12, atol=0)
+    with pytest.raises(AssertionError, match="rtol=1e-12"):
+        check_close(float(third.float()), float(third), "a float32 value", rtol=1e-12, atol=0)
+
+
 def test_a_bool_is_not_a_number_and_strictness_is_kept():
     with pytest.raises(AssertionError):
         check_equal(True, 1, "a flag")

@@ -217,9 +217,10 @@ def _tensors_equal(a: Any, e: Any) -> bool:
         return _equal(_to(_detach(a), _cpu, common), _to(_detach(e), _cpu, common))
 
 
-def _as_plain_tensor(value: Any) -> Any:
+def _as_plain_tensor(value: Any, doubles: bool = False) -> Any:
     """A plain tensor from plain data: a tensor, a NumPy array or scalar, a number, a
-    (nested) list or tuple of numbers."""
+    (nested) list or tuple of numbers. With `doubles`, Python floats (which are doubles)
+    become float64, not torch's default float32."""
     t = _type(value)
     if t is _Tensor:
         return value
@@ -230,7 +231,8 @@ def _as_plain_tensor(value: Any) -> Any:
     if t in (bool, int, float, list, tuple):
         try:
             with _no_torch_function(), _no_dispatch():
-                return _tensor_ctor(value)
+                made = _tensor_ctor(value)
+                return _tensor_ctor(value, dtype=_float64) if doubles and made.dtype.is_floating_point else made
         except (TypeError, ValueError, RuntimeError):
             raise _Unplain("is not a number, a tensor, or a (nested) list of numbers") from None
     raise _Unplain(f"got a {_type_name(t)}, expected a number or a tensor")
@@ -332,9 +334,9 @@ def check_close(
 
 
 def _close_problem(actual: Any, expected: Any, what: str, rtol: float, atol: float) -> str | None:
-    e = _as_plain_tensor(_plain(expected, 0))
+    e = _as_plain_tensor(_plain(expected, 0), doubles=True)
     try:
-        a = _as_plain_tensor(_plain(actual, 0))
+        a = _as_plain_tensor(_plain(actual, 0), doubles=True)
     except _Unplain as exc:
         return f"{what}: {exc}."
     with _no_torch_function(), _no_dispatch():
