@@ -40,9 +40,12 @@ def grade(
     jobs: int = 1,
     limits=None,
     cluster: str | None = None,
+    verdict_only: frozenset = frozenset(),
 ) -> list[GradeResult]:
     """Autograde the hand-ins of `names` (every assignment with hand-ins when empty),
-    `jobs` notebooks at a time, or on the Dask cluster at `cluster` (autograder.cluster)."""
+    `jobs` notebooks at a time, or on the Dask cluster at `cluster` (autograder.cluster).
+    The students in `verdict_only` (the mutant harness; local runs only) are graded up to
+    their first failing test cell."""
     if not names:
         names = sorted({p.name for p in ws.path("submitted").glob("*/*") if p.is_dir()})
         if not names:
@@ -50,6 +53,8 @@ def grade(
     for name in names:
         check_assignment(name)
     if cluster:
+        if verdict_only:
+            raise CourseError("verdict-only grading runs locally, not on a cluster")
         from autograder.cluster import _dask, grade_pairs  # Dask is optional: only when asked for
 
         _dask()  # says how to install it before any work
@@ -66,7 +71,8 @@ def grade(
         if cluster:
             return grade_pairs(ws, pairs, cluster, limits) if pairs else []
         with ThreadPoolExecutor(max(1, jobs)) as pool:
-            return list(pool.map(lambda pair: grade_one(ws, *pair, limits=limits), pairs))
+            return list(pool.map(
+                lambda pair: grade_one(ws, *pair, limits=limits, verdict_only=pair[0] in verdict_only), pairs))
 
 
 def score_table(results: list[GradeResult]) -> str:

@@ -113,14 +113,15 @@ def prepare(ws: Workspace, student: str, assignment: str):
     return fixed.notebook, None, fixed.changes
 
 
-def grade_one(ws: Workspace, student: str, assignment: str, limits=None) -> GradeResult:
+def grade_one(ws: Workspace, student: str, assignment: str, limits=None, verdict_only: bool = False) -> GradeResult:
     """Grade one hand-in, report and gradebook row included: what every grading path runs.
-    Two grade runs on one workspace (two terminals) take turns on the same hand-in."""
+    Two grade runs on one workspace (two terminals) take turns on the same hand-in.
+    `verdict_only` (the mutant harness): the run stops at the first test cell that fails."""
     with FileLock(ws.lock_path(f"{assignment}-{student}")):
-        return _grade_one(ws, student, assignment, limits or Limits())
+        return _grade_one(ws, student, assignment, limits or Limits(), verdict_only)
 
 
-def _grade_one(ws: Workspace, student: str, assignment: str, limits) -> GradeResult:
+def _grade_one(ws: Workspace, student: str, assignment: str, limits, verdict_only: bool = False) -> GradeResult:
     notebook, unfit, repairs = prepare(ws, student, assignment)
     findings: list[Finding] = []
     if unfit is not None:
@@ -129,7 +130,7 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits) -> GradeRes
         source = read_notebook(ws.source_path(assignment))
         findings += scan(notebook, read_notebook(ws.release_path(assignment)), protected_names(source))
         logs: list[list[dict]] = []
-        run, message = _run(ws, student, assignment, limits, source, logs)
+        run, message = _run(ws, student, assignment, limits, source, logs, verdict_only)
         if run is Run.CRASHED:
             message += _crash_cell(logs, notebook, source)
         if run is Run.COMPLETED:
@@ -147,7 +148,8 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits) -> GradeRes
     return finish(ws, result)
 
 
-def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: list) -> tuple[Run, str]:
+def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: list,
+         verdict_only: bool = False) -> tuple[Run, str]:
     """nbgrader autograde of the hand-in in the sandbox: how it ended, and why when it did not
     complete. `logs` receives the guard's logs."""
     settings = Settings(limits=limits, notebook=str(ws.submission_path(student, assignment)),
@@ -155,7 +157,7 @@ def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: lis
 
     def attempt():
         logs.clear()
-        autograde(ws, student, assignment, settings=settings, keep=logs)
+        autograde(ws, student, assignment, settings=settings, keep=logs, verdict_only=verdict_only)
 
     try:
         gradebook.retry(attempt, attempts=AUTOGRADE_ATTEMPTS)  # nbgrader runs side by side share the gradebook

@@ -166,20 +166,60 @@ def apply_mutant(solution_nb, cell_id: str, source: str):
     return mutated
 
 
+def _not_run(autograded: Path | None) -> set[str]:
+    """The test cells a verdict-only run left unrun (after its first failing test cell)."""
+    try:
+        nb = read_notebook(autograded)
+    except (CourseError, OSError, TypeError):
+        return set()
+    return {
+        grade_id(cell) for cell in nb.cells if cell.cell_type == "code"
+        if any(out.get("ename") == "NotRun" for out in cell.get("outputs", []))
+    }
+
+
 def classify(mutant: Mutant, result: GradeResult | None) -> Outcome:
     score = None if result is None else result.score
     if score is None:
         why = "nbgrader produced no score" if result is None else f"{result.status}: {result.message}"
         return Outcome(mutant, "error", why)
     lost = [c.name for c in score.auto_cells if (c.score or 0) < c.max_score]
+    unrun = _not_run(score.autograded)
+    failed = ", ".join(name for name in lost if name not in unrun) + (f" (then {len(unrun)} not run)" if unrun else "")
     points = f"{score.auto_score:g}/{score.auto_max:g}" + ("" if result.status == "graded" else f" ({result.status})")
     if mutant.kind == "bug":
         if lost:
-            return Outcome(mutant, "caught", f"{points}, failed {', '.join(lost)}")
+            return Outcome(mutant, "caught", f"{points}, failed {failed}")
         return Outcome(mutant, "missed", f"{points}: every test cell passed")
     if lost:
-        return Outcome(mutant, "lost", f"{points}, failed {', '.join(lost)}")
+        return Outcome(mutant, "lost", f"{points}, failed {failed}")
     return Outcome(mutant, "kept", points)
+
+
+def pack_correct_variants(mutants: list[Mutant]) -> list[list[Mutant]]:
+    """The correct variants of `mutants` in packs of at most one per cell (the first pack
+    takes each cell's first variant, the second its second, ...): a pack is graded as one
+    hand-in, with all its cells replaced at once."""
+    packs: list[list[Mutant]] = []
+    for mutant in (m for m in mutants if m.kind == "correct"):
+        home = next((p for p in packs if all(m.cell != mutant.cell for m in p)), None)
+        if home is None:
+            packs.append(home := [])
+        home.append(mutant)
+    return packs
+
+
+def _grade_batch(
+    assignment: str, submissions: dict, workspace: Path | None, jobs: int | None, verdict_only=frozenset()
+) -> dict[str, GradeResult]:
+    """Grade the hand-ins `submissions` (student → notebook or path) in one workspace; those
+    in `verdict_only` up to their first failing test cell."""
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
+    with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:
+        ws = open_workspace(workspace or tmp)
+        for student, notebook in submissions.items():
+            add_submission(ws, student, assignment, notebook)
+        return {r.student: r for r in grade(ws, [assignment], jobs=jobs, verdict_only=frozenset(verdict_only))}
 
 
 def grade_mutants(
@@ -195,27 +235,47 @@ def grade_mutants(
 
     The hand-ins go into one workspace and are graded by `grade`, `jobs` at a time (default:
     one per core): repaired, scanned, run in the sandbox and the trusted runner, and given a
-    status exactly as a student's hand-in.
+    status exactly as a student's hand-in. Each bug is graded alone. The correct variants
+    are graded in packs (`pack_correct_variants`): a pack at full marks keeps every variant
+    in it; the variants of a pack that loses points are graded again one by one (in a
+    second workspace beside `workspace`), so that each outcome is the variant's own.
+    The bugs and the variants need a verdict only (do they lose points?): their runs stop at
+    the first test cell that fails. The solution and the `extra` hand-ins run whole.
     """
     solution = read_notebook(solution_path(assignment))
     outcomes: list[Outcome] = []
-    submissions = {BASELINE: solution, **(extra or {})}
-    graded = []
+    applicable = []
     for mutant in mutants:
-        mutated = apply_mutant(solution, mutant.cell, mutant.source)
-        if mutated is None:
+        if apply_mutant(solution, mutant.cell, mutant.source) is None:
             outcomes.append(Outcome(mutant, "error", f"{assignment} has no solution cell {mutant.cell!r}"))
-            continue
-        submissions[mutant.student] = mutated
-        graded.append(mutant)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
-    with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:
-        ws = open_workspace(workspace or tmp)
-        for student, notebook in submissions.items():
-            add_submission(ws, student, assignment, notebook)
-        results = {r.student: r for r in grade(ws, [assignment], jobs=jobs)}
-    outcomes.extend(classify(m, results.get(m.student)) for m in graded)
-    return outcomes, {student: r.score for student, r in results.items() if r.score is not None}
+        else:
+            applicable.append(mutant)
+    submissions = {BASELINE: solution, **(extra or {})}
+    for mutant in applicable:
+        if mutant.kind == "bug":
+            submissions[mutant.student] = apply_mutant(solution, mutant.cell, mutant.source)
+    packs = {f"correct-pack-{i + 1}": pack for i, pack in enumerate(pack_correct_variants(applicable))}
+    for student, pack in packs.items():
+        notebook = solution
+        for mutant in pack:
+            notebook = apply_mutant(notebook, mutant.cell, mutant.source)
+        submissions[student] = notebook
+    verdict_only = set(submissions) - {BASELINE, *(extra or {})}
+    results = _grade_batch(assignment, submissions, workspace, jobs, verdict_only)
+    alone = {}
+    for student, pack in packs.items():
+        result = results.pop(student, None)
+        score = None if result is None else result.score
+        if score is not None and score.full_marks:
+            results.update({m.student: result for m in pack})
+        else:
+            alone.update({m.student: apply_mutant(solution, m.cell, m.source) for m in pack})
+    if alone:
+        second = None if workspace is None else Path(workspace).with_name(Path(workspace).name + "-variants-alone")
+        results.update(_grade_batch(assignment, alone, second, jobs, set(alone)))
+    outcomes.extend(classify(m, results.get(m.student)) for m in applicable)
+    students = {BASELINE, *(extra or {}), *(m.student for m in applicable)}
+    return outcomes, {s: r.score for s, r in results.items() if s in students and r.score is not None}
 
 
 def run_assignment(assignment: str, mutants: list[Mutant], jobs: int | None = None) -> list[Outcome]:

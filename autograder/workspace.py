@@ -287,10 +287,13 @@ def autograde(
     assignment: str,
     settings=None,
     keep: list | None = None,
+    verdict_only: bool = False,
 ) -> None:
     """nbgrader autograde one student's hand-in of `assignment`, its kernel in the sandbox (`autograder.sandbox`) with `settings` (default limits).
 
-    `keep`, a list, receives the guard logs (one list of events per kernel started)."""
+    `keep`, a list, receives the guard logs (one list of events per kernel started).
+    `verdict_only`: stop at the first test cell that fails (SplitExecute), the later test cells
+    scoring 0: for the mutant harness, never for a student's grade."""
     settings = settings or Settings()
     # A cell's output that stops flowing (a flood cut by the cap, a killed child) must not
     # fail the whole notebook: raise_on_iopub_timeout off.
@@ -301,7 +304,8 @@ def autograde(
 
     # The test cells run in the trusted runner (autograder.boundary): which cells are the course's.
     course = Path(tempfile.mkstemp(prefix=".course-cells-", suffix=".json", dir=ws.root)[1])
-    course.write_text(json.dumps(course_cells(read_notebook(ws.source_path(assignment)))))
+    course.write_text(json.dumps({**course_cells(read_notebook(ws.source_path(assignment))),
+                                  "stop_after_failed_test": verdict_only}))
     key = os.urandom(32)  # the guard signs its log with it: lines the notebook writes are seen
     key_file = Path(tempfile.mkstemp(prefix=".guard-", suffix=".key", dir=ws.root)[1])
     try:

@@ -62,6 +62,8 @@ def test_a_damaged_catalog_given_on_the_command_line_is_a_clear_error(tmp_path):
         ("id: lonely", "is a list of mutants"),
         ("- just a string", "expected a mapping"),
         ("- {id: a, assignment: x, cell: c, kind: maybe, source: s}", "kind must be one of"),
+        ("- {id: a, assignment: x, cell: c, kind: bug, mistake: typo, source: s}", "mistake tags a bug"),
+        ("- {id: a, assignment: x, cell: c, kind: correct, mistake: dtype, source: s}", "mistake tags a bug"),
     ],
 )
 def test_catalog_defects_are_reported_by_entry(tmp_path, text, message):
@@ -87,6 +89,55 @@ def test_mutants_of_a_missing_assignment_or_cell_are_errors_not_catches(tmp_path
     assert mutants.apply_mutant(nb, "nope", "x = 2") is None
     mutated = mutants.apply_mutant(nb, "answer", "x = 2")
     assert mutated.cells[0].source == "x = 2" and nb.cells[0].source == "x = 1"
+
+
+def _mutant(mid, cell, kind="correct", source="pass", mistake=""):
+    return mutants.Mutant(mid, "01_tokenization_embeddings", cell, kind, source, mistake=mistake)
+
+
+def test_correct_variants_are_packed_at_most_one_per_cell():
+    variants = [_mutant("a1", "a"), _mutant("a2", "a"), _mutant("b1", "b"), _mutant("a3", "a"), _mutant("x", "b", "bug")]
+    packs = mutants.pack_correct_variants(variants)
+    assert [[m.id for m in pack] for pack in packs] == [["a1", "b1"], ["a2"], ["a3"]]
+
+
+def test_a_pack_that_loses_points_is_graded_again_variant_by_variant(tmp_path):
+    """A wrong "correct" variant must be reported lost on its own, and must not take the
+    right one packed with it down. A bug's run stops at its first failing test cell: the
+    later test cells score 0 without running; the solution runs whole."""
+    right = _mutant("right", "char_tokenize", source="def char_tokenize(text):\n    return [c for c in text]\n")
+    wrong = _mutant("wrong", "one_hot", source="def one_hot(ids, vocab_size):\n    return ids\n")
+    bug = _mutant("bug", "char_tokenize", "bug", source="def char_tokenize(text):\n    return list(text.strip())\n")
+    assert [[m.id for m in p] for p in mutants.pack_correct_variants([right, wrong, bug])] == [["right", "wrong"]]
+    name = "01_tokenization_embeddings"
+    outcomes, scores = mutants.grade_mutants(name, [right, wrong, bug], workspace=tmp_path / "ws")
+    assert {o.mutant.id: o.status for o in outcomes} == {"right": "kept", "wrong": "lost", "bug": "caught"}
+    assert set(scores) == {mutants.BASELINE, right.student, wrong.student, bug.student}
+    caught = next(o for o in outcomes if o.mutant.id == "bug")
+    tests = [c.name for c in scores[bug.student].auto_cells]
+    assert "failed test_char_tokenize (then " in caught.detail and f"{len(tests) - 1} not run" in caught.detail
+    assert scores[bug.student].auto_score == 0
+    graded = course.read_notebook(scores[bug.student].autograded)
+    unrun = [c for c in graded.cells if c.cell_type == "code" and any(o.get("ename") == "NotRun" for o in c.outputs)]
+    assert len(unrun) == len(tests) - 1 and all(c.metadata["nbgrader"].get("grade") for c in unrun)
+    assert scores[mutants.BASELINE].full_marks
+
+
+def test_coverage_gaps_name_cells_without_a_bug_of_a_kind_and_false_reasons(tmp_path, monkeypatch):
+    monkeypatch.setattr(mutants, "NOT_APPLICABLE_DIR", tmp_path)
+    name = "01_tokenization_embeddings"
+    (tmp_path / f"{name}.yaml").write_text(
+        "char_tokenize: {gradient: strings, boundary: both, spelling: x}\nno_such_cell: {dtype: x}\n"
+    )
+    gaps = mutants.coverage_gaps(name, [_mutant("b", "char_tokenize", "bug", mistake="boundary")])
+    assert f"{name}: not_applicable names 'no_such_cell', which is no graded code cell" in gaps
+    assert f"{name}/char_tokenize: not_applicable names 'spelling', not one of {mutants.MISTAKES}" in gaps
+    assert f"{name}/char_tokenize: boundary has a bug mutant and a reason it cannot happen" in gaps
+    assert f"{name}/char_tokenize: no dtype bug mutant and no reason it cannot happen" in gaps
+    assert not [g for g in gaps if "char_tokenize: no gradient" in g]
+    (tmp_path / f"{name}.yaml").write_text("- a list\n")
+    with pytest.raises(CourseError, match="expected cell"):
+        mutants.coverage_gaps(name, [])
 
 
 def test_leak_detection_finds_markers_and_solution_text():

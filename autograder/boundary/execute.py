@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 from nbformat.notebooknode import from_dict
+from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 
 ENV = "AUTOGRADER_SPLIT"
@@ -101,10 +102,15 @@ class TrustedRunner:
 
 
 class SplitExecute(Execute):
-    """Execute, with the course's test cells run by the trusted runner."""
+    """Execute, with the course's test cells run by the trusted runner.
+
+    When the course file asks for a verdict only (`stop_after_failed_test`: the mutant
+    harness, which needs to know whether a hand-in loses points, not how many), the first
+    test cell that fails ends the run: no later cell runs, and each later test cell gets an
+    error output (so it scores 0, never more)."""
 
     def preprocess(self, nb, resources=None, km=None):
-        self.course, self.runner = {"cells": {}, "names": []}, None
+        self.course, self.runner, self.stopped = {"cells": {}, "names": []}, None, False
         if os.environ.get(ENV):  # else every cell runs in the kernel, as nbgrader's Execute does
             with open(os.environ[ENV], encoding="utf-8") as handle:
                 self.course = json.load(handle)
@@ -128,6 +134,11 @@ class SplitExecute(Execute):
 
     def preprocess_cell(self, cell, resources, index):
         known = self._course_cell(cell) if cell.cell_type == "code" else None
+        if self.stopped:
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+                cell.outputs = [new_output("error", ename="NotRun", traceback=[],
+                                           evalue="not run: an earlier test cell failed (a verdict-only grading)")]
+            return cell, resources
         if known is None or not known["test"]:
             cell, resources = super().preprocess_cell(cell, resources, index)
             if known is not None:  # a locked cell: the runner runs its own copy
@@ -137,6 +148,8 @@ class SplitExecute(Execute):
         if reply.get("interrupt"):
             self._interrupt()
         cell.outputs = [from_dict(o) for o in reply["outputs"]]
+        if self.course.get("stop_after_failed_test") and any(o.output_type == "error" for o in cell.outputs):
+            self.stopped = True
         self.code_cells_executed += 1
         cell.execution_count = self.code_cells_executed
         return cell, self.resources
