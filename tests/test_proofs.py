@@ -3,7 +3,8 @@
 1. the solution notebook, autograded through nbgrader, gets full marks, its test
    cells write nothing to stderr, and no cell ends in an error (its experiments skipped);
 2. the blank release gets zero on every autograded test cell;
-3. every `bug` mutant of the catalog loses points, every `correct` variant keeps full marks;
+3. every `bug` mutant of the catalog loses points, every `correct` variant keeps full marks,
+   and every graded code cell has a bug of each usual kind of mistake (or a reason it has none);
 4. notebooks/ equals a fresh release of solutions/ (no drift).
 
 The solution, the blank release and all mutants of an assignment are graded together
@@ -33,6 +34,11 @@ def test_every_assignment_has_a_release_and_a_catalog():
         kinds = [m.kind for m in CATALOG if m.assignment == name]
         for kind, minimum in MINIMUM_MUTANTS.items():
             assert kinds.count(kind) >= minimum, f"{name}: only {kinds.count(kind)} {kind} mutants"
+
+
+def test_every_graded_cell_has_a_bug_of_each_kind_of_mistake():
+    gaps = [gap for name in ASSIGNMENTS for gap in mutants.coverage_gaps(name, CATALOG)]
+    assert not gaps, f"{len(gaps)} gaps in the mutant catalogs:\n" + "\n".join(gaps)
 
 
 class Proofs:
