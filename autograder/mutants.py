@@ -13,7 +13,9 @@ A catalog (YAML or JSON) is a list of entries::
             ...
 
 Each mutant is the solution notebook with that cell's whole source replaced, graded by
-`grade` exactly as a student's hand-in (repair, scan, sandbox, split execution, status).
+`grade` as a student's hand-in (repair, scan, sandbox, split execution, status); the correct
+variants in packs, and every mutant's run stopped at its first failing test cell, since only
+the verdict counts (`grade_mutants`).
 
 Every graded code cell has, for each of the usual kinds of mistake (MISTAKES), a bug tagged
 with it, or a line in `not_applicable/<assignment>.yaml` saying why that mistake cannot be
