@@ -13,7 +13,9 @@ A catalog (YAML or JSON) is a list of entries::
             ...
 
 Each mutant is the solution notebook with that cell's whole source replaced, graded by
-`grade` exactly as a student's hand-in (repair, scan, sandbox, split execution, status).
+`grade` as a student's hand-in (repair, scan, sandbox, split execution, status); the correct
+variants in packs, and every mutant's run stopped at its first failing test cell, since only
+the verdict counts (`grade_mutants`).
 
 Every graded code cell has, for each of the usual kinds of mistake (MISTAKES), a bug tagged
 with it, or a line in `not_applicable/<assignment>.yaml` saying why that mistake cannot be
@@ -244,16 +246,16 @@ def grade_mutants(
     """
     solution = read_notebook(solution_path(assignment))
     outcomes: list[Outcome] = []
-    applicable = []
+    alone_notebooks = {}  # student -> the solution with just that mutant's cell replaced
     for mutant in mutants:
-        if apply_mutant(solution, mutant.cell, mutant.source) is None:
+        mutated = apply_mutant(solution, mutant.cell, mutant.source)
+        if mutated is None:
             outcomes.append(Outcome(mutant, "error", f"{assignment} has no solution cell {mutant.cell!r}"))
         else:
-            applicable.append(mutant)
+            alone_notebooks[mutant.student] = mutated
+    applicable = [m for m in mutants if m.student in alone_notebooks]
     submissions = {BASELINE: solution, **(extra or {})}
-    for mutant in applicable:
-        if mutant.kind == "bug":
-            submissions[mutant.student] = apply_mutant(solution, mutant.cell, mutant.source)
+    submissions.update({m.student: alone_notebooks[m.student] for m in applicable if m.kind == "bug"})
     packs = {f"correct-pack-{i + 1}": pack for i, pack in enumerate(pack_correct_variants(applicable))}
     for student, pack in packs.items():
         notebook = solution
@@ -269,7 +271,7 @@ def grade_mutants(
         if score is not None and score.full_marks:
             results.update({m.student: result for m in pack})
         else:
-            alone.update({m.student: apply_mutant(solution, m.cell, m.source) for m in pack})
+            alone.update({m.student: alone_notebooks[m.student] for m in pack})
     if alone:
         second = None if workspace is None else Path(workspace).with_name(Path(workspace).name + "-variants-alone")
         results.update(_grade_batch(assignment, alone, second, jobs, set(alone)))
