@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import os
 import re
 import statistics
 import sys
@@ -27,22 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder.course import grade_id, read_notebook, solution_path  # noqa: E402
 from benchmarks.machine import save  # noqa: E402
+from benchmarks.solution_cells import solution_namespace  # noqa: E402
 from utils.data import load_text  # noqa: E402
 
 NAME = "01_tokenization_embeddings"
 CELLS = ("setup", "byte_basics", "byte_pretokenize", "train_byte_bpe")
-
-
-def notebook_namespace() -> dict:
-    """The globals of the solution notebook after its setup cell and the byte-level BPE cells."""
-    os.environ.setdefault("MPLBACKEND", "agg")
-    ns: dict = {}
-    cells = {grade_id(cell): cell.source for cell in read_notebook(solution_path(NAME)).cells if cell.cell_type == "code"}
-    for gid in CELLS:
-        exec(compile(cells[gid], gid, "exec"), ns)
-    return ns
 
 
 def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -120,7 +109,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
 
-    ns = notebook_namespace()
+    ns = solution_namespace(NAME, list(CELLS))
     text = load_text("tinyshakespeare")
     if args.chars:
         text = text[: args.chars]

@@ -1,0 +1,25 @@
+"""Run chosen cells of a solution notebook in this process, for benchmarks that time the
+notebook's own code (the solution's functions, not a copy of them)."""
+from __future__ import annotations
+
+import os
+
+from autograder.course import grade_id, read_notebook, solution_path
+
+
+def solution_namespace(name: str, cells: list[str], stop_at: dict[str, str] | None = None) -> dict:
+    """The globals after executing the code cells `cells` (grade_ids, in this order) of the
+    solution of `name`. stop_at maps a grade_id to a line of its source: that cell runs only up to
+    the line (for a cell that defines what a benchmark needs, then trains something it does not)."""
+    os.environ.setdefault("MPLBACKEND", "agg")
+    sources = {grade_id(cell): cell.source for cell in read_notebook(solution_path(name)).cells if cell.cell_type == "code"}
+    ns: dict = {}
+    for gid in cells:
+        source = sources[gid]
+        if stop_at and gid in stop_at:
+            cut = source.find(stop_at[gid])
+            if cut < 0:
+                raise ValueError(f"{name}: cell {gid} has no line {stop_at[gid]!r} to stop at")
+            source = source[:cut]
+        exec(compile(source, f"{name}:{gid}", "exec"), ns)
+    return ns
