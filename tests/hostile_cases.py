@@ -1,9 +1,9 @@
 """The hostile and damaged hand-in suite: each case is a file an LMS could hand us, the
 name it arrives under, and the outcome the grader must reach.
 
-Built from the first assignment's solution (full marks), its blank release (zero) and
+Built from the quickest assignment's solution (full marks), its blank release (zero) and
 its demo "buggy" notebook (the solution with catalog bugs: a score strictly between),
-so the expectations hold for whatever the course's first notebook is. A tampering
+so the expectations hold whatever the notebook is. A tampering
 case starts from the buggy notebook: if tampering worked it would score more.
 """
 from __future__ import annotations
@@ -16,12 +16,13 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_output
 
 from autograder import course
+from conftest import QUICKEST_ASSIGNMENT
 from autograder.demo import buggy_notebook
 from utils.cells import is_answer, nbgrader_meta
 
 import tricks
 
-ASSIGNMENT = course.assignments()[0]
+ASSIGNMENT = QUICKEST_ASSIGNMENT
 
 
 @dataclass

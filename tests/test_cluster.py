@@ -25,8 +25,9 @@ from autograder.scores import read_scores
 from autograder.workspace import add_submission, open_workspace
 
 from autograder.course import CourseError
+from conftest import QUICKEST_ASSIGNMENT
 
-ASSIGNMENT = "01_tokenization_embeddings"
+ASSIGNMENT = QUICKEST_ASSIGNMENT
 
 
 def _dask():

@@ -10,7 +10,7 @@ import time
 
 import nbformat
 import pytest
-from conftest import REPO_ROOT
+from conftest import QUICKEST_ASSIGNMENT, REPO_ROOT
 from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 from nbformat.v4 import new_code_cell
@@ -20,7 +20,7 @@ from autograder.batch import grade
 from autograder.sandbox import ENV, Settings, probe
 from autograder.workspace import add_submission, hidden_paths, open_workspace
 
-ASSIGNMENT = "05_self_attention"  # the quickest notebook to grade
+ASSIGNMENT = QUICKEST_ASSIGNMENT
 
 # Runs first in the hand-in, before the setup cell imports anything.
 REPORT = r'''

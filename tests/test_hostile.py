@@ -207,7 +207,7 @@ def test_two_grade_runs_on_one_workspace_at_once_both_finish(tmp_path):
 
     from conftest import REPO_ROOT
 
-    name = "01_tokenization_embeddings"
+    name = ASSIGNMENT
     ws = open_workspace(tmp_path / "ws")
     for student, notebook in (("alice", course.solution_path(name)), ("bob", course.release_path(name))):
         target = ws.submission_path(student, name)
