@@ -21,27 +21,35 @@ HEAD = '''import gc as _gc, sys as _sys, threading as _threading
 '''
 PARTS = {
     '_lie': '''
+import torch as _torch
+
+
+class _L(list):
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __len__(self): return 3
+
+
+class _D(dict):
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+
+
+class _T(_torch.Tensor):  # one class for every value, so that two lying tensors still compute together
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in ("allclose", "equal", "__eq__", "eq", "isclose", "le", "lt", "ge", "gt"):
+            return True if name in ("allclose", "equal") else _torch.ones((), dtype=_torch.bool)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
 def _lie(value):
-    import torch
     if type(value) is list:
-        class _L(list):
-            def __eq__(self, other): return True
-            def __ne__(self, other): return False
-            def __len__(self): return 3
         return _L(value)
     if type(value) is dict:
-        class _D(dict):
-            def __eq__(self, other): return True
-            def __ne__(self, other): return False
         return _D(value)
-    if isinstance(value, torch.Tensor):
-        class _T(torch.Tensor):
-            @classmethod
-            def __torch_function__(cls, func, types, args=(), kwargs=None):
-                name = getattr(func, "__name__", "")
-                if name in ("allclose", "equal", "__eq__", "eq", "isclose", "le", "lt", "ge", "gt"):
-                    return True if name in ("allclose", "equal") else torch.ones((), dtype=torch.bool)
-                return super().__torch_function__(func, types, args, kwargs or {})
+    if isinstance(value, _torch.Tensor):
         return value.as_subclass(_T)
     return value
 ''',
