@@ -44,6 +44,14 @@ def test_device_can_be_forced(monkeypatch):
     assert runtime.get_device() == torch.device("cpu")
 
 
+def test_time_call_warms_up_once_then_returns_the_median(monkeypatch):
+    ticks = iter([0.0, 5.0, 10.0, 11.0, 20.0, 23.0])  # three timed calls: 5 s, 1 s, 3 s
+    monkeypatch.setattr("time.perf_counter", lambda: next(ticks))
+    calls = []
+    assert runtime.time_call(lambda: calls.append(1), repeats=3) == 3.0
+    assert len(calls) == 4  # the warm-up, then the three timed calls
+
+
 def test_the_package_exports_setup_and_every_submodule_lists_its_public_names():
     assert utils.__all__ == ["setup"] and utils.setup is runtime.setup
     for info in pkgutil.iter_modules(utils.__path__):

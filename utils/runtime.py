@@ -6,7 +6,7 @@ import random
 import sys
 import warnings
 
-__all__ = ["fast_mode", "in_colab", "seed_everything", "get_device", "quiet_warnings", "setup"]
+__all__ = ["fast_mode", "in_colab", "seed_everything", "get_device", "quiet_warnings", "setup", "time_call"]
 
 
 FAST_ENV_VARS = ("NBGRADER_EXECUTION", "COURSE_FAST")
@@ -87,3 +87,25 @@ def setup(seed: int = 0, device: str | None = None, verbose: bool = True):
         mode = "fast mode (experiments shrunk)" if fast_mode() else "full mode"
         print(f"torch {torch.__version__} | device {chosen} | {where} | seed {seed} | {mode}")
     return chosen
+
+
+def time_call(fn, repeats: int = 3) -> float:
+    """Median wall time of fn() in seconds over `repeats` calls, after one warm-up call (kernel
+    selection, memory allocation); a GPU in use is synchronised around each call."""
+    import time
+
+    import torch
+
+    def sync():
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    fn()
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
