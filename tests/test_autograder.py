@@ -234,3 +234,35 @@ def test_the_grader_parses_python_only_through_the_thread_safe_parse():
                     and name not in own_process_only):
                 offenders.append(f"{name}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_nbgraders_metadata_check_with_the_schema_checked_once_accepts_and_refuses_the_same(monkeypatch):
+    """The nbgrader runner's schema cache (nbgrader_runner.check_schemas_once) changes only how
+    often the schema is checked: every cell of every solution passes as before, and a cell with
+    bad metadata raises the same error."""
+    import jsonschema
+    from nbgrader.nbgraderformat import common
+    from nbgrader.nbgraderformat.v3 import MetadataValidatorV3
+
+    from autograder import nbgrader_runner
+
+    monkeypatch.setattr(common, "jsonschema", jsonschema)
+    validator = MetadataValidatorV3()
+    bad = course.read_notebook(course.solution_path(course.assignments()[0]))
+    cell = next(c for c in bad.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    cell.metadata.nbgrader["points"] = "three"
+
+    def outcome(nb):
+        try:
+            validator.validate_nb(nb)
+        except jsonschema.ValidationError as exc:
+            return exc.message, list(exc.path)
+        return None
+
+    expected = outcome(bad)
+    assert expected is not None and "three" in expected[0]
+    nbgrader_runner.check_schemas_once()
+    assert isinstance(common.jsonschema, nbgrader_runner._SchemaOnce)
+    for name in course.assignments():
+        assert outcome(course.read_notebook(course.solution_path(name))) is None, name
+    assert outcome(bad) == expected
