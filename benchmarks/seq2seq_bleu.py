@@ -1,7 +1,9 @@
-"""BLEU of notebook 04's models: with and without attention on purple cats, by source
-length, and an attention model on a held-out split of the Tatoeba pairs, with training time.
+"""BLEU of notebook 04's models: with and without attention on purple cats, by source length,
+each trained until its validation loss stops improving (the notebook's criterion); an attention
+model on a held-out split of the Tatoeba pairs, with training time; and both models on that
+split, trained to the same criterion, with BLEU by source length.
 
-    python benchmarks/seq2seq_bleu.py [--tatoeba-epochs N] [--threads N]
+    python benchmarks/seq2seq_bleu.py [--tatoeba-epochs N] [--max-epochs N] [--patience N] [--min-delta X] [--threads N]
 
 The models are the solution notebook's own code: its setup, solution and given cells are
 executed (experiment cells skipped), so the figures are those of the classes students
@@ -24,6 +26,7 @@ from utils.translation import load_translation_pairs  # noqa: E402
 
 NAME = "04_seq2seq_attention"
 BUCKETS = [(3, 6), (7, 9), (10, 12), (13, 15), (16, 25)]
+TATOEBA_BUCKETS = [(2, 3), (4, 4), (5, 5), (6, 8)]  # source tokens, punctuation included: the pairs have 2 to 8
 
 
 def notebook_namespace() -> dict:
@@ -41,6 +44,9 @@ def notebook_namespace() -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tatoeba-epochs", type=int, default=3)
+    parser.add_argument("--max-epochs", type=int, default=40, help="the criterion runs: at most this many epochs")
+    parser.add_argument("--patience", type=int, default=1, help="the criterion: epochs without enough progress")
+    parser.add_argument("--min-delta", type=float, default=0.01, help="the criterion: progress, in nats per token")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     ns = notebook_namespace()
@@ -49,24 +55,30 @@ def main() -> int:
     ns["device"] = torch.device("cpu")
     EncoderDecoder, Seq2SeqEncoder = ns["EncoderDecoder"], ns["Seq2SeqEncoder"]
     train_seq2seq, translate, corpus_bleu = ns["train_seq2seq"], ns["translate"], ns["corpus_bleu"]
+    bleu_by_length = ns["bleu_by_length"]
     Lexicon, split_sentence = ns["Lexicon"], ns["split_sentence"]
     rows = []
 
-    # purple cats: the notebook's full-mode configuration
+    # purple cats: the notebook's full-mode configuration (both models trained to the criterion)
     train = ns["purple_cats_pairs"](3000, seed=0)
     test = ns["purple_cats_pairs"](400, seed=1)
+    valid = [(p.source, p.target) for p in ns["purple_cats_pairs"](300, seed=2)]
     src_lex, tgt_lex = Lexicon(p.source for p in train), Lexicon(p.target for p in train)
     for name, decoder_class in [("no attention", ns["PlainDecoder"]), ("attention", ns["AttentionDecoder"])]:
         torch.manual_seed(0)
         model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 32, 64), decoder_class(len(tgt_lex), 32, 64))
-        losses, seconds = train_seq2seq(model, train, src_lex, tgt_lex, epochs=8, batch_size=128, lr=0.01)
+        losses, seconds, valid_losses = train_seq2seq(model, train, src_lex, tgt_lex, epochs=args.max_epochs, batch_size=128,
+                                                      lr=0.01, valid_pairs=valid, patience=args.patience,
+                                                      min_delta=args.min_delta)
         hyps = [translate(model, p.source, src_lex, tgt_lex) for p in test]
         by_length = {}
         for lo, hi in BUCKETS:
             idx = [i for i, p in enumerate(test) if lo <= len(p.source) <= hi]
             by_length[f"{lo}-{hi}"] = {"sentences": len(idx), "bleu": round(100 * corpus_bleu(
                 [hyps[i] for i in idx], [test[i].target for i in idx]), 1)}
-        row = {"task": "purple cats", "model": name, "train_pairs": len(train), "test_pairs": len(test),
+        row = {"task": "purple cats, to the criterion", "model": name, "train_pairs": len(train), "valid_pairs": len(valid),
+               "test_pairs": len(test), "patience": args.patience, "min_delta": args.min_delta, "epochs": len(valid_losses),
+               "best_epoch": valid_losses.index(min(valid_losses)) + 1, "valid_losses": [round(v, 3) for v in valid_losses],
                "steps": len(losses), "train_s": round(seconds, 1), "final_loss": round(losses[-1], 3),
                "bleu_greedy": round(100 * corpus_bleu(hyps, [p.target for p in test]), 1),
                "bleu_by_source_length": by_length}
@@ -82,7 +94,8 @@ def main() -> int:
     src_lex, tgt_lex = Lexicon((s for s, _ in train_real), min_count=2), Lexicon((t for _, t in train_real), min_count=2)
     torch.manual_seed(0)
     model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 64, 128), ns["AttentionDecoder"](len(tgt_lex), 64, 128))
-    losses, seconds = train_seq2seq(model, train_real, src_lex, tgt_lex, epochs=args.tatoeba_epochs, batch_size=64, lr=0.005)
+    losses, seconds, _ = train_seq2seq(model, train_real, src_lex, tgt_lex, epochs=args.tatoeba_epochs, batch_size=64,
+                                       lr=0.005)
     refs = [t for _, t in held_out]
     greedy = [translate(model, s, src_lex, tgt_lex) for s, _ in held_out]
     start = time.perf_counter()
@@ -96,6 +109,28 @@ def main() -> int:
            "examples": [[" ".join(s), " ".join(g), " ".join(t)] for (s, t), g in list(zip(held_out, greedy))[:5]]}
     rows.append(row)
     print(f"tatoeba: {row['steps']} steps in {row['train_s']} s, held-out BLEU greedy {row['bleu_greedy']}, beam 4 {row['bleu_beam4']}")
+
+    # Tatoeba, both models to one criterion: 500 of the training pairs become validation pairs
+    valid, train_crit = train_real[:500], train_real[500:]
+    lengths, buckets = [len(s) for s, _ in held_out], TATOEBA_BUCKETS
+    for name, decoder_class in [("no attention", ns["PlainDecoder"]), ("attention", ns["AttentionDecoder"])]:
+        torch.manual_seed(0)
+        model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 64, 128), decoder_class(len(tgt_lex), 64, 128))
+        losses, seconds, valid_losses = train_seq2seq(model, train_crit, src_lex, tgt_lex, epochs=args.max_epochs,
+                                                      batch_size=64, lr=0.005, valid_pairs=valid, patience=args.patience,
+                                                      min_delta=args.min_delta)
+        hyps = [translate(model, s, src_lex, tgt_lex) for s, _ in held_out]
+        scores, counts = bleu_by_length(hyps, refs, lengths, buckets)
+        row = {"task": "tatoeba eng-fra, to the criterion", "model": name, "train_pairs": len(train_crit),
+               "valid_pairs": len(valid), "test_pairs": len(held_out), "patience": args.patience, "min_delta": args.min_delta,
+               "epochs": len(valid_losses), "best_epoch": valid_losses.index(min(valid_losses)) + 1,
+               "valid_losses": [round(v, 3) for v in valid_losses], "steps": len(losses), "train_s": round(seconds, 1),
+               "bleu_greedy": round(100 * corpus_bleu(hyps, refs), 1),
+               "bleu_by_source_length": {f"{lo}-{hi}": {"sentences": n, "bleu": round(b, 1)}
+                                         for (lo, hi), n, b in zip(buckets, counts, scores)}}
+        rows.append(row)
+        print(f"tatoeba to the criterion, {name:>12}: {row['epochs']} epochs (best {row['best_epoch']}) in {row['train_s']} s, "
+              f"validation {row['valid_losses']}, BLEU {row['bleu_greedy']}, by length {[round(b, 1) for b in scores]}")
     print(f"saved {save('seq2seq_bleu', rows)}")
     return 0
 
