@@ -104,6 +104,8 @@ def test_plots_draw_on_their_axes():
 
     ax = plotting.plot_lines([1, 2, 3], {"a": [1, 2, 3], "b": [3, 2, 1]}, "x", "y", title="t", logy=True)
     assert len(ax.lines) == 2 and ax.get_yscale() == "log"
+    ax = plotting.plot_lines(range(1, 5), {"stopped early": [4, 3], "ran on": [4, 3, 2, 1]}, "epoch", "loss")
+    assert [list(line.get_xdata()) for line in ax.lines] == [[1, 2], [1, 2, 3, 4]]
     ax = plotting.plot_heatmap(torch.rand(2, 3), ["r1", "r2"], ["a", "b", "c"], title="h")
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
     ax = plotting.plot_embeddings_2d(torch.rand(4, 5), ["w", "x", "y", "z"])

@@ -51,10 +51,13 @@ def plot_lines(
     logy: bool = False,
     ax=None,
 ):
-    """One line per entry of `series` (label → y values), all over the same `x`."""
+    """One line per entry of `series` (label → y values), over the same `x`; a shorter series
+    (a run that stopped early) covers the first len(ys) values of `x`."""
     ax = _axes(ax)
+    xs = list(x)
     for label, ys in series.items():
-        ax.plot(list(x), list(ys), marker="o", markersize=3, label=label)
+        ys = list(ys)
+        ax.plot(xs[:len(ys)], ys, marker="o", markersize=3, label=label)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:
