@@ -12,7 +12,6 @@ write. Writes benchmarks/results/seq2seq_bleu.json.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder.course import grade_id, read_notebook, solution_path  # noqa: E402
 from benchmarks.machine import save  # noqa: E402
+from benchmarks.solution_cells import solution_namespace  # noqa: E402
 from utils.translation import load_translation_pairs  # noqa: E402
 
 NAME = "04_seq2seq_attention"
@@ -30,15 +30,11 @@ TATOEBA_BUCKETS = [(2, 3), (4, 4), (5, 5), (6, 8)]  # source tokens, punctuation
 
 
 def notebook_namespace() -> dict:
-    """Run the setup, given and solution cells of the solution notebook (not its experiments, tests or
-    the check_submission cell); return its globals."""
-    os.environ.setdefault("MPLBACKEND", "agg")
-    ns: dict = {}
-    for cell in read_notebook(solution_path(NAME)).cells:
-        gid = grade_id(cell) or ""
-        if cell.cell_type == "code" and gid and not gid.startswith(("exp_", "test_")) and gid != "check_submission":
-            exec(compile(cell.source, gid, "exec"), ns)
-    return ns
+    """The globals of the solution notebook after its setup, given and solution cells (not its
+    experiments, tests or the check_submission cell), run in notebook order."""
+    cells = [grade_id(cell) for cell in read_notebook(solution_path(NAME)).cells if cell.cell_type == "code"]
+    return solution_namespace(NAME, [gid for gid in cells if gid and not gid.startswith(("exp_", "test_"))
+                                     and gid != "check_submission"])
 
 
 def main() -> int:
@@ -57,34 +53,37 @@ def main() -> int:
     train_seq2seq, translate, corpus_bleu = ns["train_seq2seq"], ns["translate"], ns["corpus_bleu"]
     bleu_by_length = ns["bleu_by_length"]
     Lexicon, split_sentence = ns["Lexicon"], ns["split_sentence"]
-    rows = []
 
-    # purple cats: the notebook's full-mode configuration (both models trained to the criterion)
-    train = ns["purple_cats_pairs"](3000, seed=0)
-    test = ns["purple_cats_pairs"](400, seed=1)
-    valid = [(p.source, p.target) for p in ns["purple_cats_pairs"](300, seed=2)]
-    src_lex, tgt_lex = Lexicon(p.source for p in train), Lexicon(p.target for p in train)
-    for name, decoder_class in [("no attention", ns["PlainDecoder"]), ("attention", ns["AttentionDecoder"])]:
+    def to_the_criterion(task, name, decoder_class, train, valid, test, lexicons, size, buckets, **training):
+        """One model trained to the notebook's criterion; its row (BLEU overall and by source length)."""
+        src_lex, tgt_lex = lexicons
         torch.manual_seed(0)
-        model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 32, 64), decoder_class(len(tgt_lex), 32, 64))
-        losses, seconds, valid_losses = train_seq2seq(model, train, src_lex, tgt_lex, epochs=args.max_epochs, batch_size=128,
-                                                      lr=0.01, valid_pairs=valid, patience=args.patience,
-                                                      min_delta=args.min_delta)
-        hyps = [translate(model, p.source, src_lex, tgt_lex) for p in test]
-        by_length = {}
-        for lo, hi in BUCKETS:
-            idx = [i for i, p in enumerate(test) if lo <= len(p.source) <= hi]
-            by_length[f"{lo}-{hi}"] = {"sentences": len(idx), "bleu": round(100 * corpus_bleu(
-                [hyps[i] for i in idx], [test[i].target for i in idx]), 1)}
-        row = {"task": "purple cats, to the criterion", "model": name, "train_pairs": len(train), "valid_pairs": len(valid),
-               "test_pairs": len(test), "patience": args.patience, "min_delta": args.min_delta, "epochs": len(valid_losses),
+        model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), *size), decoder_class(len(tgt_lex), *size))
+        losses, seconds, valid_losses = train_seq2seq(model, train, src_lex, tgt_lex, epochs=args.max_epochs,
+                                                      valid_pairs=valid, patience=args.patience,
+                                                      min_delta=args.min_delta, **training)
+        hyps = [translate(model, s, src_lex, tgt_lex) for s, _ in test]
+        refs = [t for _, t in test]
+        scores, counts = bleu_by_length(hyps, refs, [len(s) for s, _ in test], buckets)
+        row = {"task": task, "model": name, "train_pairs": len(train), "valid_pairs": len(valid), "test_pairs": len(test),
+               "patience": args.patience, "min_delta": args.min_delta, "epochs": len(valid_losses),
                "best_epoch": valid_losses.index(min(valid_losses)) + 1, "valid_losses": [round(v, 3) for v in valid_losses],
                "steps": len(losses), "train_s": round(seconds, 1), "final_loss": round(losses[-1], 3),
-               "bleu_greedy": round(100 * corpus_bleu(hyps, [p.target for p in test]), 1),
-               "bleu_by_source_length": by_length}
-        rows.append(row)
-        print(f"purple cats, {name:>12}: {row['steps']} steps in {row['train_s']} s, BLEU {row['bleu_greedy']}, "
-              f"by length {[v['bleu'] for v in by_length.values()]}")
+               "bleu_greedy": round(100 * corpus_bleu(hyps, refs), 1),
+               "bleu_by_source_length": {f"{lo}-{hi}": {"sentences": n, "bleu": round(b, 1)}
+                                         for (lo, hi), n, b in zip(buckets, counts, scores)}}
+        print(f"{task}, {name:>12}: {row['epochs']} epochs (best {row['best_epoch']}) in {row['train_s']} s, "
+              f"validation {row['valid_losses']}, BLEU {row['bleu_greedy']}, by length {[round(b, 1) for b in scores]}")
+        return row
+
+    models = [("no attention", ns["PlainDecoder"]), ("attention", ns["AttentionDecoder"])]
+    # purple cats: the notebook's full-mode configuration (both models trained to the criterion)
+    train = [(p.source, p.target) for p in ns["purple_cats_pairs"](3000, seed=0)]
+    test = [(p.source, p.target) for p in ns["purple_cats_pairs"](400, seed=1)]
+    valid = [(p.source, p.target) for p in ns["purple_cats_pairs"](300, seed=2)]
+    lexicons = Lexicon(s for s, _ in train), Lexicon(t for _, t in train)
+    rows = [to_the_criterion("purple cats, to the criterion", name, decoder_class, train, valid, test, lexicons, (32, 64),
+                             BUCKETS, batch_size=128, lr=0.01) for name, decoder_class in models]
 
     # Tatoeba: an attention model on all clean pairs but a held-out 500
     data = load_translation_pairs()
@@ -111,26 +110,9 @@ def main() -> int:
     print(f"tatoeba: {row['steps']} steps in {row['train_s']} s, held-out BLEU greedy {row['bleu_greedy']}, beam 4 {row['bleu_beam4']}")
 
     # Tatoeba, both models to one criterion: 500 of the training pairs become validation pairs
-    valid, train_crit = train_real[:500], train_real[500:]
-    lengths, buckets = [len(s) for s, _ in held_out], TATOEBA_BUCKETS
-    for name, decoder_class in [("no attention", ns["PlainDecoder"]), ("attention", ns["AttentionDecoder"])]:
-        torch.manual_seed(0)
-        model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 64, 128), decoder_class(len(tgt_lex), 64, 128))
-        losses, seconds, valid_losses = train_seq2seq(model, train_crit, src_lex, tgt_lex, epochs=args.max_epochs,
-                                                      batch_size=64, lr=0.005, valid_pairs=valid, patience=args.patience,
-                                                      min_delta=args.min_delta)
-        hyps = [translate(model, s, src_lex, tgt_lex) for s, _ in held_out]
-        scores, counts = bleu_by_length(hyps, refs, lengths, buckets)
-        row = {"task": "tatoeba eng-fra, to the criterion", "model": name, "train_pairs": len(train_crit),
-               "valid_pairs": len(valid), "test_pairs": len(held_out), "patience": args.patience, "min_delta": args.min_delta,
-               "epochs": len(valid_losses), "best_epoch": valid_losses.index(min(valid_losses)) + 1,
-               "valid_losses": [round(v, 3) for v in valid_losses], "steps": len(losses), "train_s": round(seconds, 1),
-               "bleu_greedy": round(100 * corpus_bleu(hyps, refs), 1),
-               "bleu_by_source_length": {f"{lo}-{hi}": {"sentences": n, "bleu": round(b, 1)}
-                                         for (lo, hi), n, b in zip(buckets, counts, scores)}}
-        rows.append(row)
-        print(f"tatoeba to the criterion, {name:>12}: {row['epochs']} epochs (best {row['best_epoch']}) in {row['train_s']} s, "
-              f"validation {row['valid_losses']}, BLEU {row['bleu_greedy']}, by length {[round(b, 1) for b in scores]}")
+    rows += [to_the_criterion("tatoeba eng-fra, to the criterion", name, decoder_class, train_real[500:], train_real[:500],
+                              held_out, (src_lex, tgt_lex), (64, 128), TATOEBA_BUCKETS, batch_size=64, lr=0.005)
+             for name, decoder_class in models]
     print(f"saved {save('seq2seq_bleu', rows)}")
     return 0
 
