@@ -8,7 +8,7 @@ and the ablation cell's model builder `char_model`), at section 8's size for the
 size on CUDA, the laptop size on a CPU). Both blocks get the same steps, learning-rate schedule,
 batches, seed and validation batches; each seed (the weights and the training batches) is a pair of runs. Reports validation bits per
 character (nats / ln 2) at every evaluation, trainable parameters, tokens per second and wall time,
-and writes benchmarks/results/block_ablation.json.
+and writes benchmarks/results/block_ablation.json (block_ablation_cuda.json on a GPU).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def main() -> int:
                          "tokens_per_s": round(history.tokens_per_s), "train_time_s": round(history.train_time, 1)})
             print(f"seed {seed}, {block:>5} block: {trainable / 1e6:.3f} M trainable, validation {bits[-1]:.4f} bits/char, "
                   f"{history.tokens_per_s:,.0f} tokens/s, {history.train_time:.0f} s")
-    print(f"saved {save('block_ablation', rows)}")
+    print(f"saved {save('block_ablation' if device.type == 'cpu' else f'block_ablation_{device.type}', rows)}")
     return 0
 
 

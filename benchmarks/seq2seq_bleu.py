@@ -1,7 +1,8 @@
 """BLEU of notebook 04's models: with and without attention on purple cats, by source length,
 each trained until its validation loss stops improving (the notebook's criterion); an attention
 model on a held-out split of the Tatoeba pairs, with training time; and both models on that
-split, trained to the same criterion, with BLEU by source length.
+split, trained to the same criterion, with BLEU by source length. The Tatoeba split is
+utils.translation.split_pairs's, the one notebook 07's Transformer is scored on.
 
     python benchmarks/seq2seq_bleu.py [--tatoeba-epochs N] [--max-epochs N] [--patience N] [--min-delta X] [--threads N]
 
@@ -12,7 +13,6 @@ write. Writes benchmarks/results/seq2seq_bleu.json.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from pathlib import Path
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder.course import grade_id, read_notebook, solution_path  # noqa: E402
 from benchmarks.machine import save  # noqa: E402
 from benchmarks.solution_cells import solution_namespace  # noqa: E402
-from utils.translation import load_translation_pairs  # noqa: E402
+from utils.translation import load_translation_pairs, split_pairs  # noqa: E402
 
 NAME = "04_seq2seq_attention"
 BUCKETS = [(3, 6), (7, 9), (10, 12), (13, 15), (16, 25)]
@@ -85,12 +85,12 @@ def main() -> int:
     rows = [to_the_criterion("purple cats, to the criterion", name, decoder_class, train, valid, test, lexicons, (32, 64),
                              BUCKETS, batch_size=128, lr=0.01) for name, decoder_class in models]
 
-    # Tatoeba: an attention model on all clean pairs but a held-out 500
+    # Tatoeba, split as notebook 07 splits it (utils.translation.split_pairs): 500 held out, 500 for validation
     data = load_translation_pairs()
     pairs = [(split_sentence(en), split_sentence(fr)) for en, fr in data.pairs]
-    random.Random(0).shuffle(pairs)
-    held_out, train_real = pairs[:500], pairs[500:]
+    train_real, valid_real, held_out = split_pairs(pairs, n_test=500, n_valid=500, seed=0)
     src_lex, tgt_lex = Lexicon((s for s, _ in train_real), min_count=2), Lexicon((t for _, t in train_real), min_count=2)
+    # an attention model trained a fixed 3 epochs, greedy and beam search
     torch.manual_seed(0)
     model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 64, 128), ns["AttentionDecoder"](len(tgt_lex), 64, 128))
     losses, seconds, _ = train_seq2seq(model, train_real, src_lex, tgt_lex, epochs=args.tatoeba_epochs, batch_size=64,
@@ -109,8 +109,8 @@ def main() -> int:
     rows.append(row)
     print(f"tatoeba: {row['steps']} steps in {row['train_s']} s, held-out BLEU greedy {row['bleu_greedy']}, beam 4 {row['bleu_beam4']}")
 
-    # Tatoeba, both models to one criterion: 500 of the training pairs become validation pairs
-    rows += [to_the_criterion("tatoeba eng-fra, to the criterion", name, decoder_class, train_real[500:], train_real[:500],
+    # both models trained to the criterion on the validation pairs
+    rows += [to_the_criterion("tatoeba eng-fra, to the criterion", name, decoder_class, train_real, valid_real,
                               held_out, (src_lex, tgt_lex), (64, 128), TATOEBA_BUCKETS, batch_size=64, lr=0.005)
              for name, decoder_class in models]
     print(f"saved {save('seq2seq_bleu', rows)}")

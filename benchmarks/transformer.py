@@ -31,8 +31,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.machine import save  # noqa: E402
+from benchmarks.solution_cells import solution_namespace  # noqa: E402
 
-SOLUTION = Path(__file__).resolve().parent.parent / "solutions" / "07_transformer" / "07_transformer.ipynb"
+NAME = "07_transformer"
 TARGET_LOSS = 1.47
 
 CONFIGS = {
@@ -55,14 +56,7 @@ COURSE_CELLS = ("LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Tra
 
 def course_namespace() -> dict:
     """The solution notebook's graded classes and functions (and its given beam search), from its cells."""
-    import nbformat
-
-    nb = nbformat.read(SOLUTION, as_version=4)
-    namespace = {"torch": torch, "nn": nn, "F": F, "math": math}
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") in COURSE_CELLS:
-            exec(compile(cell.source, f"<{SOLUTION.name}>", "exec"), namespace)
-    return namespace
+    return solution_namespace(NAME, list(COURSE_CELLS), namespace={"torch": torch, "nn": nn, "F": F, "math": math})
 
 
 class BuiltinGPT(nn.Module):
@@ -253,71 +247,64 @@ def kv_cache(args, device) -> None:
     print("saved", save("transformer_kv_cache", rows))
 
 
+MT_CELLS = ["setup", "LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Transformer", "lr_at", "exp_char_data",
+            "exp_char_train", "exp_mt_data", "label_smoothed_loss"]
+MT_RUN = ["exp_mt_train", "exp_mt_bleu", "exp_mt_beam_search"]
+
+
+def parse_variant(text: str) -> dict:
+    """'max_steps=1000,dropout=0.3' -> {'max_steps': 1000, 'dropout': 0.3} (ints stay ints)."""
+    variant = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        variant[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+    return variant
+
+
 def translation(args, device) -> None:
-    """Train the course Transformer (label smoothing 0.1) and compare greedy and beam-search BLEU."""
+    """Section 9 of the solution notebook, its own cells: the Tatoeba split of utils.translation.split_pairs
+    (notebook 04's), the configuration for this device, training, greedy BLEU on the held-out sentences;
+    then validation BLEU and beam search on every held-out sentence. Each --variant changes the
+    configuration (mt_cfg) and trains again from the same seed."""
     import sacrebleu
 
-    from utils.lexicon import Lexicon, collate_pairs, join_tokens, split_sentence
-    from utils.training import TrainConfig, train
-    from utils.translation import load_translation_pairs
+    torch.set_num_threads(args.threads)
+    ns = solution_namespace(NAME, MT_CELLS, stop_at={"exp_char_train": "torch.manual_seed(0)\nchar_gpt"})
+    ns.update(USE_MY_PARTS=False, long_run=False)   # section 7.5 off; no checkpoints to resume from
+    base = dict(ns["mt_cfg"])
+    rows = []
+    for variant in map(parse_variant, args.variant or [""]):
+        if set(variant) - set(base) or "n_test" in variant:
+            raise SystemExit(f"--variant may change {sorted(set(base) - {'n_test'})}, not {sorted(set(variant) - set(base))}")
+        ns["mt_cfg"] = {**base, **variant}
+        solution_namespace(NAME, MT_RUN, namespace=ns)
+        translate, test_pairs, val_pairs = ns["translate"], ns["test_pairs"], ns["val_pairs"]
+        src_lex, tgt_lex, model = ns["src_lex"], ns["tgt_lex"], ns["mt_model"]
 
-    ns = course_namespace()
-    cfg = dict(d_model=96, num_heads=4, num_layers=2, d_ff=384, dropout=0.1, batch_size=64,
-               max_steps=args.max_steps, warmup_steps=50, max_lr=2e-3, min_lr=2e-4, eval_every=100, n_test=args.n_test)
-    # the notebook's data preparation (section 9, CPU configuration)
-    pairs = [(split_sentence(en), split_sentence(fr)) for en, fr in load_translation_pairs("eng-fra-tatoeba").pairs]
-    pairs = [p for p in pairs if 0 < len(p[0]) <= 20 and 0 < len(p[1]) <= 20]
-    order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(0)).tolist()
-    pairs = [pairs[i] for i in order]
-    n = cfg["n_test"]
-    test_pairs, val_pairs, train_pairs = pairs[:n], pairs[n:2 * n], pairs[2 * n:]
-    src_lex = Lexicon([en for en, _ in train_pairs], min_count=2)
-    tgt_lex = Lexicon([fr for _, fr in train_pairs], min_count=2)
+        def bleu(outputs, pairs):
+            return sacrebleu.corpus_bleu([join(o) for o in outputs], [[join(fr) for _, fr in pairs]])
 
-    def batch(split, generator):
-        pool = train_pairs if split == "train" else val_pairs
-        chosen = torch.randint(len(pool), (cfg["batch_size"],), generator=generator).tolist()
-        b = collate_pairs([pool[i] for i in chosen], src_lex, tgt_lex).to(device)
-        return b.src, b.tgt_in, b.tgt_out
-
-    def loss_fn(model, b):
-        src, tgt_in, tgt_out = b
-        logits = model(src, tgt_in, src_pad=src != src_lex.pad_id, tgt_pad=tgt_in != tgt_lex.pad_id)
-        return ns["label_smoothed_loss"](logits, tgt_out, tgt_lex.pad_id, args.smoothing)
-
-    torch.manual_seed(0)
-    model = ns["Transformer"](len(src_lex), len(tgt_lex), cfg["d_model"], cfg["num_heads"], cfg["num_layers"], cfg["d_ff"],
-                              max_len=32, dropout=cfg["dropout"], norm_first=True).to(device)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                                  lr=cfg["max_lr"], betas=(0.9, 0.99))
-    lr_at = ns["lr_at"]
-    history = train(model, optimizer, batch, loss_fn,
-                    TrainConfig(max_steps=cfg["max_steps"], eval_every=cfg["eval_every"], eval_batches=10, grad_clip=1.0,
-                                progress=args.progress),
-                    lr_schedule=lambda s: lr_at(s, cfg["warmup_steps"], cfg["max_steps"], cfg["max_lr"], cfg["min_lr"]))
-    model.eval()
-    references = [[join_tokens(fr) for _, fr in test_pairs]]
-    results = {}
-    for beam in args.beams:
-        start = time.perf_counter()
-        outputs = []
-        with torch.no_grad():
-            for en, _ in test_pairs:
-                ids = torch.tensor(src_lex.to_ids(en), device=device)
-                outputs.append(tgt_lex.to_tokens(ns["beam_translate"](model, ids, tgt_lex.bos_id, tgt_lex.eos_id,
-                                                                      max_len=24, beam_size=beam)))
-        bleu = sacrebleu.corpus_bleu([join_tokens(o) for o in outputs], references)
-        results[beam] = {"beam_size": beam, "bleu": round(bleu.score, 2), "bleu_detail": str(bleu),
-                         "decode_s": round(time.perf_counter() - start, 1)}
-        print(results[beam])
-    rows = [{"config": {k: v for k, v in cfg.items()}, "label_smoothing": args.smoothing, "train_pairs": len(train_pairs),
-             "test_sentences": n, "final_val_loss": round(history.eval_val_loss[-1], 4),
-             "train_time_s": round(history.train_time, 1),
-             "note": "beam_size 1 is greedy decoding (beam_translate with one beam equals the argmax loop)"}]
-    rows += list(results.values())
-    print("saved", save("transformer_translation", rows))
+        join = ns["join_tokens"]
+        valid = [h for start in range(0, len(val_pairs), 200) for h in translate(model, [en for en, _ in val_pairs[start:start + 200]])]
+        history = ns["mt_history"]
+        row = {"device": str(device), "threads": args.threads, "config": ns["mt_cfg"], "variant": variant,
+               "parameters": sum(p.numel() for p in model.parameters()), "train_pairs": len(ns["train_pairs"]),
+               "valid_sentences": len(val_pairs), "test_sentences": len(test_pairs),
+               "lexicons": [len(src_lex), len(tgt_lex)], "final_val_loss": round(history.eval_val_loss[-1], 4),
+               "best_val_loss": round(history.best_val_loss, 4), "train_time_s": round(history.train_time, 1),
+               "valid_bleu_greedy": round(bleu(valid, val_pairs).score, 2),
+               "test_bleu_greedy": round(ns["bleu"].score, 2), "test_bleu_greedy_detail": str(ns["bleu"])}
+        for beam in args.beams:
+            start = time.perf_counter()
+            with torch.no_grad():
+                outputs = [tgt_lex.to_tokens(ns["beam_translate"](model, torch.tensor(src_lex.to_ids(en), device=device),
+                                                                  tgt_lex.bos_id, tgt_lex.eos_id, beam_size=beam))
+                           for en, _ in test_pairs]
+            row[f"test_bleu_beam{beam}"] = round(bleu(outputs, test_pairs).score, 2)
+            row[f"beam{beam}_decode_s"] = round(time.perf_counter() - start, 1)
+        rows.append(row)
+        print({k: v for k, v in row.items() if k != "config"}, flush=True)
+        print("saved", save(args.out or f"transformer_translation_{device.type}", rows), flush=True)
 
 
 def main() -> None:
@@ -342,12 +329,11 @@ def main() -> None:
     k.add_argument("--d-model", type=int, default=128)
     k.add_argument("--layers", type=int, default=4)
     k.add_argument("--repeat", type=int, default=3)
-    tr = sub.add_parser("translate", help="English->French Transformer: BLEU greedy against beam search")
-    tr.add_argument("--max-steps", type=int, default=800)
-    tr.add_argument("--n-test", type=int, default=500)
-    tr.add_argument("--beams", type=int, nargs="+", default=[1, 4])
-    tr.add_argument("--smoothing", type=float, default=0.1)
-    tr.add_argument("--progress", action="store_true")
+    tr = sub.add_parser("translate", help="notebook 07 section 9: the English->French Transformer's BLEU")
+    tr.add_argument("--variant", action="append", help="configuration changes, e.g. max_steps=1000,dropout=0.3 (repeatable)")
+    tr.add_argument("--beams", type=int, nargs="*", default=[4], help="beam sizes to score on the held-out sentences")
+    tr.add_argument("--threads", type=int, default=1, help="torch threads (04's GRU benchmark uses 1)")
+    tr.add_argument("--out", default=None, help="results name (default transformer_translation_<device type>)")
     args = parser.parse_args()
     from utils.runtime import get_device, setup
 

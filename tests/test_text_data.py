@@ -1,10 +1,12 @@
 """utils.text (character data for language models) and utils.translation (sentence pairs)."""
+import random
+
 import pytest
 import torch
 
 from utils.data import DatasetUnavailable, dataset_path
 from utils.text import CharCodec, random_windows, split_ids
-from utils.translation import load_translation_pairs, parse_translation_pairs
+from utils.translation import load_translation_pairs, parse_translation_pairs, split_pairs
 
 
 def test_char_codec_round_trip_and_sorted_ids():
@@ -72,3 +74,17 @@ def test_tatoeba_mirror_loads_and_drops_its_truncated_last_line():
     assert [n for n, _ in data.skipped] == [18066]
     assert data.pairs[0] == ("Go.", "Va !")
     assert len(load_translation_pairs(max_pairs=100)) == 100
+
+
+def test_split_pairs_is_a_seeded_partition_with_the_test_sentences_first():
+    pairs = [(f"en {i}", f"fr {i}") for i in range(50)]
+    train, valid, test = split_pairs(pairs, n_test=5, n_valid=7, seed=3)
+    assert (len(train), len(valid), len(test)) == (38, 7, 5)
+    assert sorted(train + valid + test) == sorted(pairs)        # every pair once, none lost
+    shuffled = list(pairs)
+    random.Random(3).shuffle(shuffled)
+    assert test == shuffled[:5] and valid == shuffled[5:12]      # notebook 04's order: held out first
+    assert split_pairs(pairs, 5, 7, seed=3) == (train, valid, test) and pairs[0] == ("en 0", "fr 0")
+    assert split_pairs(pairs, 5, 7, seed=4)[2] != test
+    with pytest.raises(ValueError, match="none for training"):
+        split_pairs(pairs, n_test=25, n_valid=25)

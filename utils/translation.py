@@ -7,12 +7,13 @@ reported, never silently kept or allowed to crash the notebook.
 """
 from __future__ import annotations
 
+import random
 import unicodedata
 from dataclasses import dataclass, field
 
 from utils.data import load_text
 
-__all__ = ["TranslationPairs", "normalize_sentence", "parse_translation_pairs", "load_translation_pairs"]
+__all__ = ["TranslationPairs", "normalize_sentence", "parse_translation_pairs", "load_translation_pairs", "split_pairs"]
 
 
 # Characters that French typography puts before ? ! : ; and that look like spaces.
@@ -74,3 +75,14 @@ def load_translation_pairs(name: str = "eng-fra-tatoeba", max_pairs: int | None 
     if max_pairs is not None:
         data.pairs = data.pairs[:max_pairs]
     return data
+
+
+def split_pairs(pairs: list, n_test: int, n_valid: int, seed: int = 0) -> tuple[list, list, list]:
+    """(train, valid, test): the pairs shuffled by random.Random(seed), then the first n_test held out
+    for testing and the next n_valid for validation. Notebooks 04 and 07 and their benchmarks split the
+    Tatoeba pairs with this, so their BLEU scores are on the same sentences."""
+    shuffled = list(pairs)
+    random.Random(seed).shuffle(shuffled)
+    if n_test + n_valid >= len(shuffled):
+        raise ValueError(f"{len(shuffled)} pairs leave none for training after {n_test} test and {n_valid} validation pairs")
+    return shuffled[n_test + n_valid:], shuffled[n_test:n_test + n_valid], shuffled[:n_test]
