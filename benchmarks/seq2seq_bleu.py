@@ -5,6 +5,7 @@ split, trained to the same criterion, with BLEU by source length. The Tatoeba sp
 utils.translation.split_pairs's, the one notebook 07's Transformer is scored on.
 
     python benchmarks/seq2seq_bleu.py [--tatoeba-epochs N] [--max-epochs N] [--patience N] [--min-delta X] [--threads N]
+    python benchmarks/seq2seq_bleu.py --subword     # the attention model on byte-level BPE pieces instead of words
 
 The models are the solution notebook's own code: its setup, solution and given cells are
 executed (experiment cells skipped), so the figures are those of the classes students
@@ -37,6 +38,43 @@ def notebook_namespace() -> dict:
                                      and gid != "check_submission"])
 
 
+def subword_row(ns, to_the_criterion, train, valid, test, src_lex, tgt_lex) -> dict:
+    """Notebook 04's optional experiment on the whole split: the attention model on byte-level BPE pieces (notebook
+    01's solution, with merges learned by benchmarks/byte_bpe_speed.py's incremental trainer, which learns the same
+    merges faster), as many merges as make each piece vocabulary the size of its word lexicon, trained to the
+    criterion and scored on words."""
+    from benchmarks.byte_bpe_speed import train_incremental
+
+    bpe = solution_namespace("01_tokenization_embeddings", ["setup", "byte_basics", "byte_pretokenize", "byte_encode", "byte_decode"])
+    solution_namespace(NAME, ["exp_subword"], stop_at={"exp_subword": "if real is not None:"}, namespace=ns)
+    Lexicon = ns["Lexicon"]
+
+    def train_bpe(text, num_merges):
+        return train_incremental(text, num_merges, (), bpe["byte_pretokenize"])
+
+    def codec(side, lex):
+        merges = len(lex) - len(Lexicon.SPECIALS) - 256
+        return ns["bpe_pieces"]([pair[side] for pair in train], merges, train_bpe, bpe["byte_encode"], bpe["byte_decode"]), merges
+
+    (en_pieces, _, en_all), en_merges = codec(0, src_lex)
+    (fr_pieces, fr_words, fr_all), fr_merges = codec(1, tgt_lex)
+    piece_train, piece_valid = ([(en_pieces(s), fr_pieces(t)) for s, t in pairs] for pairs in (train, valid))
+    lexicons = Lexicon([en_all] + [s for s, _ in piece_train]), Lexicon([fr_all] + [t for _, t in piece_train])
+    row = to_the_criterion("tatoeba eng-fra, to the criterion, byte-level BPE pieces", "attention", ns["AttentionDecoder"],
+                           piece_train, piece_valid, test, lexicons, (64, 128), TATOEBA_BUCKETS, source=en_pieces,
+                           output=fr_words, batch_size=64, lr=0.005)
+    unk_share = ns["unk_share"]
+    row.update({"merges": [en_merges, fr_merges], "lexicons": [len(lex) for lex in lexicons],
+                "word_lexicons": [len(src_lex), len(tgt_lex)],
+                "pieces_per_sentence": [round(sum(len(p[side]) for p in piece_train) / len(piece_train), 2) for side in (0, 1)],
+                "words_per_sentence": [round(sum(len(p[side]) for p in train) / len(train), 2) for side in (0, 1)],
+                "test_unk_share_words": [round(unk_share([p[side] for p in test], lex), 4)
+                                         for side, lex in ((0, src_lex), (1, tgt_lex))],
+                "note": "valid_losses are nats per French piece, not per word: compare BLEU, not losses, with the word rows"})
+    print({k: v for k, v in row.items() if k not in ("valid_losses", "bleu_by_source_length")})
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tatoeba-epochs", type=int, default=3)
@@ -44,6 +82,8 @@ def main() -> int:
     parser.add_argument("--patience", type=int, default=1, help="the criterion: epochs without enough progress")
     parser.add_argument("--min-delta", type=float, default=0.01, help="the criterion: progress, in nats per token")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--subword", action="store_true",
+                        help="only the Tatoeba attention model on notebook 01's byte-level BPE pieces (seq2seq_subword.json)")
     args = parser.parse_args()
     ns = notebook_namespace()
     torch = ns["torch"]
@@ -54,15 +94,17 @@ def main() -> int:
     bleu_by_length = ns["bleu_by_length"]
     Lexicon, split_sentence = ns["Lexicon"], ns["split_sentence"]
 
-    def to_the_criterion(task, name, decoder_class, train, valid, test, lexicons, size, buckets, **training):
-        """One model trained to the notebook's criterion; its row (BLEU overall and by source length)."""
+    def to_the_criterion(task, name, decoder_class, train, valid, test, lexicons, size, buckets, source=None, output=None,
+                         **training):
+        """One model trained to the notebook's criterion; its row (BLEU overall and by source length). The test
+        pairs are word tokens; a model trained on other units gets source(words) and gives output(units) -> words."""
         src_lex, tgt_lex = lexicons
         torch.manual_seed(0)
         model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), *size), decoder_class(len(tgt_lex), *size))
         losses, seconds, valid_losses = train_seq2seq(model, train, src_lex, tgt_lex, epochs=args.max_epochs,
                                                       valid_pairs=valid, patience=args.patience,
                                                       min_delta=args.min_delta, **training)
-        hyps = [translate(model, s, src_lex, tgt_lex) for s, _ in test]
+        hyps = [(output or list)(translate(model, (source or list)(s), src_lex, tgt_lex)) for s, _ in test]
         refs = [t for _, t in test]
         scores, counts = bleu_by_length(hyps, refs, [len(s) for s, _ in test], buckets)
         row = {"task": task, "model": name, "train_pairs": len(train), "valid_pairs": len(valid), "test_pairs": len(test),
@@ -77,6 +119,16 @@ def main() -> int:
         return row
 
     models = [("no attention", ns["PlainDecoder"]), ("attention", ns["AttentionDecoder"])]
+    # Tatoeba, split as notebook 07 splits it (utils.translation.split_pairs): 500 held out, 500 for validation
+    data = load_translation_pairs()
+    pairs = [(split_sentence(en), split_sentence(fr)) for en, fr in data.pairs]
+    train_real, valid_real, held_out = split_pairs(pairs, n_test=500, n_valid=500, seed=0)
+    src_lex, tgt_lex = Lexicon((s for s, _ in train_real), min_count=2), Lexicon((t for _, t in train_real), min_count=2)
+    if args.subword:
+        row = subword_row(ns, to_the_criterion, train_real, valid_real, held_out, src_lex, tgt_lex)
+        print(f"saved {save('seq2seq_subword', [row])}")
+        return 0
+
     # purple cats: the notebook's full-mode configuration (both models trained to the criterion)
     train = [(p.source, p.target) for p in ns["purple_cats_pairs"](3000, seed=0)]
     test = [(p.source, p.target) for p in ns["purple_cats_pairs"](400, seed=1)]
@@ -85,11 +137,6 @@ def main() -> int:
     rows = [to_the_criterion("purple cats, to the criterion", name, decoder_class, train, valid, test, lexicons, (32, 64),
                              BUCKETS, batch_size=128, lr=0.01) for name, decoder_class in models]
 
-    # Tatoeba, split as notebook 07 splits it (utils.translation.split_pairs): 500 held out, 500 for validation
-    data = load_translation_pairs()
-    pairs = [(split_sentence(en), split_sentence(fr)) for en, fr in data.pairs]
-    train_real, valid_real, held_out = split_pairs(pairs, n_test=500, n_valid=500, seed=0)
-    src_lex, tgt_lex = Lexicon((s for s, _ in train_real), min_count=2), Lexicon((t for _, t in train_real), min_count=2)
     # an attention model trained a fixed 3 epochs, greedy and beam search
     torch.manual_seed(0)
     model = EncoderDecoder(Seq2SeqEncoder(len(src_lex), 64, 128), ns["AttentionDecoder"](len(tgt_lex), 64, 128))

@@ -4,7 +4,7 @@
     python benchmarks/transformer.py train --config fast       # a few seconds on a CPU
     python benchmarks/transformer.py train --config shakespeare_char   # the GPU comparison (about 2 x 3-15 min)
     python benchmarks/transformer.py kv                        # generate against generate_cached (KV cache)
-    python benchmarks/transformer.py translate                 # English->French: BLEU greedy against beam search
+    python benchmarks/transformer.py translate [--variant max_steps=2400]   # English->French BLEU (section 9)
 
 `train` trains the course's GPT (the solution notebook's LayerNorm, FeedForward, GPT and lr_at,
 executed from solutions/07_transformer) and the same model built only from PyTorch's modules
@@ -12,9 +12,10 @@ executed from solutions/07_transformer) and the same model built only from PyTor
 same data, schedule, initialisation and loop (utils.training), one after the other on the same
 device. It records wall time to a validation loss of 1.47, the final validation loss, tokens per
 second and peak GPU memory, and the ratios. `kv` times the solution's GPT.generate against its
-generate_cached for growing numbers of new tokens. `translate` trains the solution's Transformer with
-its label_smoothed_loss on the Tatoeba pairs (the notebook's CPU configuration) and scores greedy
-decoding and the notebook's beam_translate with sacrebleu on the same held-out sentences.
+generate_cached for growing numbers of new tokens. `translate` runs the solution notebook's section 9
+(its own cells: the Tatoeba split of notebook 04's GRU, the configuration for this device, training
+with label_smoothed_loss, greedy decoding) and scores greedy decoding on the validation and held-out
+sentences and beam_translate on the held-out ones with sacrebleu.
 Results go to results/transformer_*.json.
 """
 from __future__ import annotations

@@ -101,3 +101,27 @@ def test_purple_cats_pairs_are_deterministic_consistent_and_length_filtered():
     assert all(4 <= len(p.source) <= 6 for p in short)
     with pytest.raises(ValueError):
         purple_cats_pairs(1, min_len=40)
+
+
+def test_notebook_04s_subword_experiment_inverts_its_pieces_and_leaves_nothing_unknown():
+    """04's optional cell (exp_subword) with notebook 01's solution pasted, as a student would: the pieces of
+    a sentence decode to its words exactly, a word never seen in training still gets known pieces, and
+    unk_share counts the word lexicon's [UNK] tokens. The solution notebook itself never runs this path."""
+    from benchmarks.solution_cells import solution_namespace
+
+    bpe = solution_namespace("01_tokenization_embeddings", ["setup", "byte_basics", "byte_pretokenize", "train_byte_bpe",
+                                                           "byte_encode", "byte_decode"])
+    ns = solution_namespace("04_seq2seq_attention", ["exp_subword"], stop_at={"exp_subword": "if real is not None:"},
+                            namespace={"Lexicon": Lexicon})
+    train = [split_sentence(s) for s in ["J'aime les chats violets.", "Les chats dorment.", "J'aime dormir."]]
+    to_pieces, to_words, every_piece = ns["bpe_pieces"](train, 20, bpe["train_byte_bpe"], bpe["byte_encode"],
+                                                        bpe["byte_decode"])
+    assert len(every_piece) == 256 + 20 and len(set(every_piece)) == len(every_piece)
+    for words in train + [split_sentence("Les éléphants dégueulasses dorment !")]:
+        pieces = to_pieces(words)
+        assert set(pieces) <= set(every_piece) and to_words(pieces) == words
+    pieces_lex = Lexicon([every_piece] + [to_pieces(s) for s in train])
+    assert pieces_lex.unk_id not in pieces_lex.to_ids(to_pieces(split_sentence("Des éléphants !")))
+    words_lex = Lexicon(train, min_count=2)   # "j'", "aime", "les", "chats", "." seen twice
+    assert ns["unk_share"]([["les", "chats", "zèbres", "."]], words_lex) == 0.25
+    assert ns["unk_share"]([], words_lex) == 0
