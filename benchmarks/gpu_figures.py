@@ -115,9 +115,9 @@ def stage_notebook(args) -> Path:
     missing = [name for name in NOTEBOOK_NEEDS if importlib.util.find_spec(name) is None]
     if missing:
         raise RuntimeError(f"stage notebook needs {', '.join(missing)}: carry their wheels (benchmarks/README.md)")
+    from autograder.batch import grade
     from autograder.course import grade_id, solution_path
-    from autograder.scores import read_scores
-    from autograder.workspace import add_sources, add_submission, autograde, open_workspace
+    from autograder.workspace import add_sources, add_submission, open_workspace
     from benchmarks.notebook_times import run_once
 
     seconds, errors, nb = run_once(NOTEBOOK, fast=False)
@@ -132,8 +132,8 @@ def stage_notebook(args) -> Path:
         add_sources(ws, [NOTEBOOK])
         add_submission(ws, "gpu", NOTEBOOK, solution_path(NOTEBOOK))
         start = time.perf_counter()
-        autograde(ws, "gpu", NOTEBOOK)
-        score = read_scores(ws, NOTEBOOK, ["gpu"])[0]
+        [result] = grade(ws, [NOTEBOOK], ["gpu"], jobs=1)   # as `python -m autograder grade`: experiments skipped
+        score = result.score
     grading = {"graded": NOTEBOOK, "grading_s": round(time.perf_counter() - start, 1),
                "score": score.auto_score, "max_score": score.auto_max, "full_marks": score.auto_score == score.auto_max}
     print(grading, flush=True)

@@ -1,10 +1,13 @@
-"""Time autograding one hand-in (the solution) per assignment through nbgrader.
+"""Time grading one hand-in (the solution) per assignment, as `python -m autograder grade` does.
 
     python benchmarks/grading_time.py [NN_name ...] [--repeat N]
 
-Measures `autograder.workspace.autograde` for a single student: the nbgrader process,
-the kernel, every cell in fast mode, the gradebook update. The workspace is prepared
-(generate_assignment) beforehand and not timed. Target (COURSE_SPEC section 7): one
+Measures `autograder.batch.grade` for a single student and assignment: repair, integrity
+scan, the sandboxed nbgrader run (the kernel, every cell in fast mode, experiments skipped,
+test cells in the trusted runner), the gradebook update and the report. The workspace is
+prepared (generate_assignment) beforehand and not timed. (Until 2026-11-26 this script called
+`workspace.autograde` directly, without the sandbox settings that skip the experiments: 01's
+experiments then ran on Tiny Shakespeare, 71 s a hand-in with the mirror set.) Target (COURSE_SPEC section 7): one
 student's whole course ≤ 30 s on 2 cores. Writes benchmarks/results/grading_time.json.
 """
 from __future__ import annotations
@@ -19,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder.course import solution_path  # noqa: E402
 from autograder.scores import read_scores  # noqa: E402
-from autograder.workspace import add_sources, add_submission, autograde, open_workspace  # noqa: E402
+from autograder.batch import grade  # noqa: E402
+from autograder.workspace import add_sources, add_submission, open_workspace  # noqa: E402
 from benchmarks.machine import parse_args, save  # noqa: E402
 
 
@@ -35,7 +39,9 @@ def main() -> int:
                 student = f"bench-{i}"
                 add_submission(ws, student, name, solution_path(name))
                 start = time.perf_counter()
-                autograde(ws, student, name)
+                [result] = grade(ws, [name], [student], jobs=1)
+                if result.score is None or not result.score.full_marks:
+                    raise SystemExit(f"{name}: the solution was not graded at full marks ({result.status})")
                 times.append(time.perf_counter() - start)
             score = read_scores(ws, name, ["bench-0"])[0]
             rows.append({
