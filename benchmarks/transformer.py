@@ -272,7 +272,11 @@ def translation(args, device) -> None:
     torch.set_num_threads(args.threads)
     ns = solution_namespace(NAME, MT_CELLS, stop_at={"exp_char_train": "torch.manual_seed(0)\nchar_gpt"})
     ns.update(USE_MY_PARTS=False, long_run=False)   # section 7.5 off; no checkpoints to resume from
-    base = dict(ns["mt_cfg"])
+    base, join = dict(ns["mt_cfg"]), ns["join_tokens"]
+
+    def bleu(outputs, pairs):
+        return sacrebleu.corpus_bleu([join(o) for o in outputs], [[join(fr) for _, fr in pairs]])
+
     rows = []
     for variant in map(parse_variant, args.variant or [""]):
         if set(variant) - set(base) or "n_test" in variant:
@@ -281,11 +285,6 @@ def translation(args, device) -> None:
         solution_namespace(NAME, MT_RUN, namespace=ns)
         translate, test_pairs, val_pairs = ns["translate"], ns["test_pairs"], ns["val_pairs"]
         src_lex, tgt_lex, model = ns["src_lex"], ns["tgt_lex"], ns["mt_model"]
-
-        def bleu(outputs, pairs):
-            return sacrebleu.corpus_bleu([join(o) for o in outputs], [[join(fr) for _, fr in pairs]])
-
-        join = ns["join_tokens"]
         valid = [h for start in range(0, len(val_pairs), 200) for h in translate(model, [en for en, _ in val_pairs[start:start + 200]])]
         history = ns["mt_history"]
         row = {"device": str(device), "threads": args.threads, "config": ns["mt_cfg"], "variant": variant,
@@ -296,11 +295,10 @@ def translation(args, device) -> None:
                "valid_bleu_greedy": round(bleu(valid, val_pairs).score, 2),
                "test_bleu_greedy": round(ns["bleu"].score, 2), "test_bleu_greedy_detail": str(ns["bleu"])}
         for beam in args.beams:
-            start = time.perf_counter()
-            with torch.no_grad():
-                outputs = [tgt_lex.to_tokens(ns["beam_translate"](model, torch.tensor(src_lex.to_ids(en), device=device),
-                                                                  tgt_lex.bos_id, tgt_lex.eos_id, beam_size=beam))
-                           for en, _ in test_pairs]
+            start = time.perf_counter()   # beam_translate runs under torch.no_grad
+            outputs = [tgt_lex.to_tokens(ns["beam_translate"](model, torch.tensor(src_lex.to_ids(en), device=device),
+                                                              tgt_lex.bos_id, tgt_lex.eos_id, beam_size=beam))
+                       for en, _ in test_pairs]
             row[f"test_bleu_beam{beam}"] = round(bleu(outputs, test_pairs).score, 2)
             row[f"beam{beam}_decode_s"] = round(time.perf_counter() - start, 1)
         rows.append(row)
