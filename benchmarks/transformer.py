@@ -179,7 +179,7 @@ def train_one(name, cfg, ns, device, data, max_steps=None, compile=False, precis
         "eval_batches": config.eval_batches,
         "final_val_loss": round(history.eval_val_loss[-1], 4),
         "best_val_loss": round(history.best_val_loss, 4),
-        "train_time_s": round(history.train_time, 1),
+        "train_time_s": round(history.train_time, 4),  # kept fine: ratios divide by it
         "wall_time_s_with_eval": round(wall, 1),
         "time_to_val_1.47_s": round(reached[0], 1) if reached else None,
         "tokens_per_s": round(history.tokens_per_s),
@@ -195,15 +195,23 @@ def train_one(name, cfg, ns, device, data, max_steps=None, compile=False, precis
     return row
 
 
+def _ratio(numerator, denominator) -> float | None:
+    """numerator / denominator to 3 decimals; None when either is missing or the denominator is 0
+    (a run too short to time on a fast machine has no ratio, rather than a ZeroDivisionError)."""
+    if not numerator or not denominator:
+        return None
+    return round(numerator / denominator, 3)
+
+
 def ratios(course: dict, builtin: dict) -> dict:
     """The course GPT's figures over the built-ins' (below 1: the course GPT takes less)."""
     row = {"model": "course / builtin",
-           "train_time": round(course["train_time_s"] / builtin["train_time_s"], 3),
-           "tokens_per_s": round(course["tokens_per_s"] / builtin["tokens_per_s"], 3)}
+           "train_time": _ratio(course["train_time_s"], builtin["train_time_s"]),
+           "tokens_per_s": _ratio(course["tokens_per_s"], builtin["tokens_per_s"])}
     if course["time_to_val_1.47_s"] and builtin["time_to_val_1.47_s"]:
-        row["time_to_val_1.47"] = round(course["time_to_val_1.47_s"] / builtin["time_to_val_1.47_s"], 3)
+        row["time_to_val_1.47"] = _ratio(course["time_to_val_1.47_s"], builtin["time_to_val_1.47_s"])
     if course["peak_gpu_mib"]:
-        row["peak_gpu_memory"] = round(course["peak_gpu_mib"] / builtin["peak_gpu_mib"], 3)
+        row["peak_gpu_memory"] = _ratio(course["peak_gpu_mib"], builtin["peak_gpu_mib"])
     return row
 
 

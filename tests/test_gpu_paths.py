@@ -136,6 +136,15 @@ def test_a_tiny_train_stage_writes_the_figures_and_the_machine(monkeypatch, tmp_
     assert ratio["compile"] is False
 
 
+def test_ratios_of_runs_too_short_to_time_are_none_not_an_error():
+    """On a fast machine a 20-step stage can take under a millisecond (issue 40, defect 13)."""
+    row = {"train_time_s": 0.0, "tokens_per_s": 0, "time_to_val_1.47_s": None, "peak_gpu_mib": None}
+    ratio = transformer.ratios({**row, "train_time_s": 0.0004, "tokens_per_s": 9000}, row)
+    assert ratio["train_time"] is None and ratio["tokens_per_s"] is None
+    timed = {**row, "train_time_s": 0.0123, "tokens_per_s": 1000}
+    assert transformer.ratios(timed, {**timed, "train_time_s": 0.0041})["train_time"] == round(0.0123 / 0.0041, 3)
+
+
 def test_precisions_are_compared_on_their_validation_curves():
     bf16 = {"precision": "bf16", "eval_steps": [0, 250, 500], "eval_val_loss": [4.2, 2.0, 1.6], "final_val_loss": 1.6,
             "overflow_steps": 0}
