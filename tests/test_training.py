@@ -102,7 +102,8 @@ def test_resume_after_an_interruption_equals_uninterrupted_training(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         train(model, opt, get_batch, loss_fn, config(checkpoint_path=str(path)), lr_schedule=flaky_schedule)
     assert torch.load(path, weights_only=False)["step"] == 10
-    assert [p.name for p in path.parent.iterdir()] == ["run.pt"]  # no temporary file left behind
+    # the last and the best checkpoint, no temporary file left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == ["run.best.pt", "run.pt"]
 
     # A new session: fresh objects, other random state; resume from the checkpoint.
     torch.manual_seed(999)
@@ -320,7 +321,8 @@ def test_a_checkpoint_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch)
         gpu.setattr(torch.cuda, "is_available", lambda: True)
         gpu.setattr(torch.cuda, "get_rng_state_all", lambda: [torch.zeros(16, dtype=torch.uint8)])
         scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-        training.save_checkpoint(path, model, opt, scaler, 5, history, generator)
+        fingerprint = training.run_fingerprint(model, opt, config(), loss_fn, training.reference_step)
+        training.save_checkpoint(path, model, opt, scaler, 5, history, generator, fingerprint=fingerprint)
     with pytest.raises(RuntimeError, match="CUDA"):
         torch.load(path, weights_only=False)  # as written: a GPU's file
 
@@ -335,6 +337,67 @@ def test_a_checkpoint_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch)
         assert torch.equal(opt.state[a]["exp_avg"], resumed_opt.state[b]["exp_avg"])
     more = train(resumed, resumed_opt, get_batch, loss_fn, config(max_steps=8, checkpoint_path=str(path)))
     assert more.steps == list(range(1, 9))
+
+
+class TinyLMFixed(TinyLM):
+    """TinyLM after a bug fix: the same parameters, other code."""
+
+    def forward(self, x):
+        return self.out(self.drop(self.emb(x)) * 2)
+
+
+def test_a_checkpoint_of_another_run_is_refused_with_how_to_start_fresh(tmp_path):
+    path = tmp_path / "run.pt"
+    train(*fresh(), get_batch, loss_fn, config(max_steps=5, checkpoint_path=str(path)))
+    written = path.read_bytes()
+    torch.manual_seed(0)
+    fixed, same = TinyLMFixed(), TinyLM()
+    others = {
+        "the code of the model's classes": (fixed, torch.optim.AdamW(fixed.parameters(), lr=1e-2)),
+        "the model's parameters": (nn.Sequential(nn.Embedding(V, 8), nn.Linear(8, V)), None),
+        "the optimizer or its parameter groups": (same, torch.optim.AdamW([{"params": [p]} for p in same.parameters()])),
+    }
+    for what, (model, opt) in others.items():
+        opt = opt or torch.optim.AdamW(model.parameters(), lr=1e-2)
+        with pytest.raises(training.CheckpointMismatch, match="another run") as refused:
+            train(model, opt, get_batch, loss_fn, config(max_steps=8, checkpoint_path=str(path)))
+        assert what in str(refused.value) and "resume=False" in str(refused.value) and "delete" in str(refused.value)
+        assert path.read_bytes() == written  # nothing overwritten
+    with pytest.raises(training.CheckpointMismatch, match="training settings"):
+        train(*fresh(), get_batch, loss_fn, config(max_steps=8, grad_clip=0.5, checkpoint_path=str(path)))
+    # Starting fresh on purpose: the fixed model trains from step 0 and its checkpoint replaces the old one.
+    model = TinyLMFixed()
+    history = train(model, torch.optim.AdamW(model.parameters(), lr=1e-2), get_batch, loss_fn,
+                    config(max_steps=5, checkpoint_path=str(path), resume=False))
+    assert history.steps == [1, 2, 3, 4, 5] and path.read_bytes() != written
+    # Raising max_steps is not another run: it resumes.
+    more = train(model, torch.optim.AdamW(model.parameters(), lr=1e-2), get_batch, loss_fn,
+                 config(max_steps=8, checkpoint_path=str(path)))
+    assert more.steps == list(range(1, 9))
+
+
+def test_the_best_checkpoint_holds_the_weights_of_the_lowest_validation_loss(tmp_path):
+    path = tmp_path / "run.pt"
+    model, opt = fresh()
+    history = train(model, opt, get_batch, loss_fn, config(max_steps=20, eval_every=5, checkpoint_path=str(path)))
+    best = torch.load(training.best_checkpoint_path(path), weights_only=False)
+    assert best["step"] == history.best_step == history.eval_steps[history.eval_val_loss.index(history.best_val_loss)]
+    replay, replay_opt = fresh()
+    train(replay, replay_opt, get_batch, loss_fn, config(max_steps=history.best_step))
+    for name, value in replay.state_dict().items():
+        assert torch.equal(best["model"][name], value), name
+
+
+def test_a_step_function_of_ones_own_does_each_step():
+    calls = []
+
+    def my_step(model, batch, loss_fn, optimizer, scaler, precision, grad_clip):
+        calls.append((precision, grad_clip))
+        return training.reference_step(model, batch, loss_fn, optimizer, scaler, precision, grad_clip)
+
+    mine = train(*fresh(), get_batch, loss_fn, config(max_steps=6), step_fn=my_step)
+    builtin = train(*fresh(), get_batch, loss_fn, config(max_steps=6))
+    assert calls == [("fp32", 1.0)] * 6 and mine.train_loss == builtin.train_loss
 
 
 def test_compiled_training_equals_eager_training_and_saves_plain_names(tmp_path, monkeypatch):

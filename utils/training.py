@@ -16,18 +16,28 @@ What the loop does for you:
   - optional `torch.compile`;
   - checkpoints written atomically (model, optimizer, scaler, step, every random generator,
     history), so that a Colab session that was cut off resumes exactly where it stopped:
-    resuming gives the same weights as training without the interruption.
+    resuming gives the same weights as training without the interruption. A checkpoint also
+    records what wrote it (`run_fingerprint`: the parameters' names and shapes, the code of the
+    model's classes and of the loss and step functions, the optimizer's groups and the settings
+    that change the result); resuming refuses a checkpoint of another run and says how to start
+    fresh (`CheckpointMismatch`), instead of training on, or sampling from, stale weights;
+  - the best checkpoint kept beside the last one (`best_checkpoint_path`): the weights of the
+    evaluation with the lowest validation loss.
 
-Your code supplies two small functions:
+Your code supplies two small functions, and may supply the step itself:
   get_batch(split, generator) -> batch   split is "train" or "val"; draw random numbers
                                          only from `generator` (the loop saves its state)
   loss_fn(model, batch) -> scalar loss   the mean loss of the batch
+  step_fn(model, batch, loss_fn, optimizer, scaler, precision, grad_clip) -> (loss, grad_norm)
+                                         one optimizer step (notebook 07's train_step); the
+                                         loop sets the learning rate before calling it
 Tokens per second count `batch[0].numel()` tokens per step (the inputs), or
 `config.tokens_per_batch` when that is set.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import random
@@ -41,8 +51,9 @@ import torch
 
 __all__ = [
     "TrainConfig", "History", "choose_precision", "native_bf16", "device_precision", "autocast", "make_scaler",
-    "unwrap", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "count_tokens",
-    "evaluate", "train", "plot_history",
+    "unwrap", "rng_state", "set_rng_state", "CheckpointMismatch", "run_fingerprint", "best_checkpoint_path",
+    "save_checkpoint", "load_checkpoint", "count_tokens",
+    "evaluate", "reference_step", "train", "plot_history",
 ]
 
 
@@ -62,7 +73,7 @@ class TrainConfig:
     compile: bool = False          # torch.compile the model (PyTorch 2, a GPU and a compiler)
     checkpoint_path: str | None = None  # where checkpoints go; None: no checkpoints
     checkpoint_every: int | None = None  # default: at every evaluation
-    resume: bool = True            # continue from checkpoint_path if it exists
+    resume: bool = True            # continue from checkpoint_path if it exists (and was written by this run)
     seed: int = 0                  # seeds the generator passed to get_batch("train", ...)
     eval_seed: int = 1234          # seeds the evaluation batches (the same ones every time)
     tokens_per_batch: int | None = None  # override the token count used for tokens/s
@@ -96,6 +107,13 @@ class History:
     @property
     def best_val_loss(self) -> float:
         return min(self.eval_val_loss) if self.eval_val_loss else math.nan
+
+    @property
+    def best_step(self) -> int | None:
+        """The step of the evaluation with the lowest validation loss (the first, on a tie)."""
+        if not self.eval_val_loss:
+            return None
+        return self.eval_steps[self.eval_val_loss.index(min(self.eval_val_loss))]
 
 
 # --------------------------------------------------------------------------- mixed precision
@@ -176,8 +194,74 @@ def set_rng_state(state: dict, generator: torch.Generator | None = None) -> None
         generator.set_state(state["generator"])
 
 
+class CheckpointMismatch(RuntimeError):
+    """A checkpoint that another run wrote: another model, code, optimizer or setting."""
+
+
+# Settings that change what training computes; the others (max_steps, evaluation, progress, where the
+# checkpoint goes) may change between sessions of one run.
+_FINGERPRINTED_SETTINGS = ("grad_clip", "precision", "seed", "tokens_per_batch")
+
+
+def _code_digest(code, digest) -> None:
+    """Feed a code object into `digest`: its bytecode, names and constants, nested code included."""
+    digest.update(code.co_code)
+    digest.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            _code_digest(const, digest)
+        else:
+            digest.update(repr(const).encode())
+
+
+def _function_digest(value, digest) -> None:
+    code = getattr(getattr(value, "__func__", value), "__code__", None)
+    if code is not None:
+        _code_digest(code, digest)
+
+
+def run_fingerprint(model, optimizer, config: TrainConfig | None = None, *functions) -> dict:
+    """What a checkpoint must share with the run that resumes from it (plain strings and numbers):
+    the parameters' and buffers' names and shapes, a digest of the code of every class of the model's
+    modules that is not PyTorch's own (a fixed bug changes it) and of `functions` (the loss, the step),
+    the optimizer's class and its groups' sizes and settings (all but the learning rate), and the
+    settings of `config` that change the result."""
+    model = unwrap(model)
+    shapes = {name: list(t.shape) for name, t in model.state_dict().items()}
+    digest = hashlib.sha256()
+    classes = sorted({cls for module in model.modules() for cls in type(module).__mro__
+                      if not cls.__module__.startswith(("torch", "builtins"))}, key=lambda c: c.__qualname__)
+    for cls in classes:
+        digest.update(cls.__qualname__.encode())
+        for name in sorted(vars(cls)):
+            _function_digest(vars(cls)[name], digest)
+    for function in functions:
+        _function_digest(function, digest)
+    groups = [{"params": len(g["params"]), **{k: repr(v) for k, v in sorted(g.items()) if k not in ("params", "lr")}}
+              for g in optimizer.param_groups] if optimizer is not None else None
+    settings = {k: getattr(config, k) for k in _FINGERPRINTED_SETTINGS} if config is not None else None
+    return {"parameters": shapes, "code": digest.hexdigest(),
+            "optimizer": [type(optimizer).__name__, groups] if optimizer is not None else None, "settings": settings}
+
+
+def _differences(saved: dict | None, current: dict) -> list[str]:
+    if not saved:
+        return ["it records no fingerprint (an older version of the course wrote it)"]
+    what = {"parameters": "the model's parameters (names or shapes)",
+            "code": "the code of the model's classes, the loss or the step (a fixed bug counts)",
+            "optimizer": "the optimizer or its parameter groups", "settings": "the training settings"}
+    return [what[key] for key in what if saved.get(key) != current.get(key)]
+
+
+def best_checkpoint_path(path) -> Path:
+    """Where the best checkpoint of a run lies: beside `path`, with `.best` before the suffix."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.best{path.suffix}")
+
+
 def save_checkpoint(path, model, optimizer, scaler, step: int, history: History,
-                    generator: torch.Generator | None = None, config: TrainConfig | None = None) -> Path:
+                    generator: torch.Generator | None = None, config: TrainConfig | None = None,
+                    fingerprint: dict | None = None) -> Path:
     """Write a checkpoint atomically: to a temporary file in the same folder, then rename.
 
     A session killed while writing leaves the previous checkpoint intact, never half a file.
@@ -192,6 +276,7 @@ def save_checkpoint(path, model, optimizer, scaler, step: int, history: History,
         "rng": rng_state(generator),
         "history": history.state_dict(),
         "config": asdict(config) if config is not None else None,
+        "fingerprint": fingerprint,
     }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
@@ -208,14 +293,24 @@ def save_checkpoint(path, model, optimizer, scaler, step: int, history: History,
 
 
 def load_checkpoint(path, model, optimizer=None, scaler=None,
-                    generator: torch.Generator | None = None) -> tuple[int, History]:
+                    generator: torch.Generator | None = None, fingerprint: dict | None = None) -> tuple[int, History]:
     """Restore what save_checkpoint wrote, on any device; returns (step, history).
 
     Everything is read to the CPU, wherever it was written: load_state_dict copies the weights
     and the optimizer's moments onto the devices of the model's parameters, and the random
     generators' states must be CPU tensors (read onto a GPU, resuming there would fail).
+    With `fingerprint` (run_fingerprint of the run that resumes), a checkpoint written by another
+    run raises CheckpointMismatch, which says what differs and how to start fresh; nothing is loaded.
     """
     state = torch.load(path, map_location="cpu", weights_only=False)
+    if fingerprint is not None:
+        differences = _differences(state.get("fingerprint"), fingerprint)
+        if differences:
+            raise CheckpointMismatch(
+                f"{path} was written by another run, so its weights do not belong to this one: "
+                + "; ".join(differences) + ". Start fresh: delete that file (and "
+                f"{best_checkpoint_path(path).name} beside it), or train with TrainConfig(resume=False); "
+                "to continue that run instead, undo the change.")
     unwrap(model).load_state_dict(state["model"])
     if optimizer is not None:
         optimizer.load_state_dict(state["optimizer"])
@@ -226,6 +321,22 @@ def load_checkpoint(path, model, optimizer=None, scaler=None,
 
 
 # --------------------------------------------------------------------------- the loop
+def reference_step(model, batch, loss_fn: Callable, optimizer, scaler, precision: str,
+                   grad_clip: float | None) -> tuple[float, float]:
+    """The loop's own optimizer step (notebook 07 asks for it as train_step, and trains with yours)."""
+    device = next(unwrap(model).parameters()).device
+    with autocast(device, precision):
+        loss = loss_fn(model, batch)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)  # true gradients, so that clipping sees their real norm
+    params = [p for p in unwrap(model).parameters() if p.grad is not None]
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip else math.inf)
+    scaler.step(optimizer)  # skips the step if fp16 gradients overflowed
+    scaler.update()
+    return loss.detach().item(), float(grad_norm)
+
+
 def count_tokens(batch) -> int:
     """Tokens in a batch: the number of elements of its first tensor."""
     first = batch[0] if isinstance(batch, (tuple, list)) else batch
@@ -269,20 +380,27 @@ def train(
     config: TrainConfig,
     lr_schedule: Callable[[int], float] | None = None,
     device=None,
+    step_fn: Callable | None = None,
 ) -> History:
     """Train `model` for `config.max_steps` optimizer steps; returns the History.
 
     lr_schedule(step) -> learning rate for that step (None: keep the optimizer's). With
-    `config.checkpoint_path` set and a checkpoint there, training resumes from it.
+    `config.checkpoint_path` set and a checkpoint of this run there, training resumes from it;
+    a checkpoint of another run raises CheckpointMismatch. The checkpoint of the evaluation with
+    the lowest validation loss is kept at best_checkpoint_path(config.checkpoint_path).
+    step_fn(model, batch, loss_fn, optimizer, scaler, precision, grad_clip) -> (loss, grad_norm)
+    takes one optimizer step (default: `reference_step`).
     The model should already be on `device` (default: the device of its parameters).
     """
     device = torch.device(device) if device is not None else next(model.parameters()).device
     precision = device_precision(device, config.precision)
     scaler = make_scaler(device, precision)
     generator = torch.Generator().manual_seed(config.seed)
+    step_fn = step_fn or reference_step
+    fingerprint = run_fingerprint(model, optimizer, config, loss_fn, step_fn)
     history, step = History(), 0
     if config.checkpoint_path and config.resume and Path(config.checkpoint_path).exists():
-        step, history = load_checkpoint(config.checkpoint_path, model, optimizer, scaler, generator)
+        step, history = load_checkpoint(config.checkpoint_path, model, optimizer, scaler, generator, fingerprint)
         print(f"resumed from {config.checkpoint_path} at step {step}")
         if step >= config.max_steps:
             print(f"nothing to train: the checkpoint is at step {step} and max_steps is {config.max_steps}; "
@@ -306,9 +424,13 @@ def train(
                 history.eval_time.append(history.train_time)
                 if bar is not None:
                     bar.write(f"step {step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                if config.checkpoint_path and history.best_step == step:
+                    save_checkpoint(best_checkpoint_path(config.checkpoint_path), model, optimizer, scaler, step,
+                                    history, generator, config, fingerprint)
             if (config.checkpoint_path and step > start_step and checkpoint_every
                     and (step % checkpoint_every == 0 or last)):
-                save_checkpoint(config.checkpoint_path, model, optimizer, scaler, step, history, generator, config)
+                save_checkpoint(config.checkpoint_path, model, optimizer, scaler, step, history, generator, config,
+                                fingerprint)
             if last:
                 break
 
@@ -317,17 +439,8 @@ def train(
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = get_batch("train", generator)
-            with autocast(device, precision):
-                loss = loss_fn(net, batch)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)  # true gradients, so that clipping sees their real norm
-            params = [p for p in model.parameters() if p.grad is not None]
-            max_norm = config.grad_clip if config.grad_clip else math.inf
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-            scaler.step(optimizer)  # skips the step if fp16 gradients overflowed
-            scaler.update()
-            loss_value = loss.detach().item()  # waits for the GPU, so the timing below is honest
+            loss_value, grad_norm = step_fn(net, batch, loss_fn, optimizer, scaler, precision, config.grad_clip)
+            loss_value, grad_norm = float(loss_value), float(grad_norm)  # waits for the GPU: honest timing
             dt = time.perf_counter() - t0
 
             step += 1
