@@ -23,8 +23,9 @@ from benchmarks.machine import save  # noqa: E402
 from benchmarks.solution_cells import solution_namespace  # noqa: E402
 
 NAME = "07_transformer"
-CELLS = ["setup", "LayerNorm", "FeedForward", "GPTBlock", "sample_logits", "GPT", "lr_at", "RMSNorm", "SwiGLU",
-         "apply_rope", "exp_char_data", "exp_char_train", "exp_modern_blocks"]
+CELLS = ["setup", "LayerNorm", "FeedForward", "GPTBlock", "sample_logits", "GPT", "lr_at", "adamw_param_groups",
+         "train_step", "RMSNorm", "SwiGLU", "apply_rope", "c8-settings", "exp_char_data", "exp_char_train",
+         "exp_modern_blocks"]
 STOP_AT = {"exp_char_train": "torch.manual_seed(0)\nchar_gpt", "exp_modern_blocks": "# The same budget for both"}
 
 

@@ -123,7 +123,8 @@ def stage_notebook(args) -> Path:
     seconds, errors, nb = run_once(NOTEBOOK, fast=False)
     cells = {grade_id(cell): cell for cell in nb.cells}
     row = {"assignment": NOTEBOOK, "mode": "full", "wall_s": round(seconds, 1), "cells_with_errors": errors,
-           "char_final_val_loss": printed_number(cells["exp_char_train"], r"final validation loss ([\d.]+)"),
+           "char_best_val_loss": printed_number(cells["exp_char_train"], r"validation loss: best ([\d.]+)"),
+           "char_final_val_loss": printed_number(cells["exp_char_train"], r", last ([\d.]+) at step"),
            "bleu_greedy": printed_number(cells["exp_mt_bleu"], r"held-out sentences: ([\d.]+)"),
            "bleu_beam_4": printed_number(cells["exp_mt_beam_bleu"], r"beam search \(4 beams\) ([\d.]+)")}
     print(row, flush=True)

@@ -9,13 +9,14 @@ from autograder.course import grade_id, read_notebook, solution_path
 
 def solution_namespace(name: str, cells: list[str], stop_at: dict[str, str] | None = None,
                        namespace: dict | None = None) -> dict:
-    """The globals after executing the code cells `cells` (grade_ids, in this order) of the
-    solution of `name`. stop_at maps a grade_id to a line of its source: that cell runs only up to
+    """The globals after executing the code cells `cells` (grade_ids, or the cell id of a cell without
+    one, such as 07's settings cell "c8-settings"; in this order) of the solution of `name`. stop_at maps a grade_id to a line of its source: that cell runs only up to
     the line (for a cell that defines what a benchmark needs, then trains something it does not).
     The cells run in `namespace` if given (names set beforehand, or the globals of an earlier call,
     to run further cells), else in a new one."""
     os.environ.setdefault("MPLBACKEND", "agg")
-    sources = {grade_id(cell): cell.source for cell in read_notebook(solution_path(name)).cells if cell.cell_type == "code"}
+    sources = {grade_id(cell) or cell.get("id"): cell.source
+               for cell in read_notebook(solution_path(name)).cells if cell.cell_type == "code"}
     ns: dict = {} if namespace is None else namespace
     for gid in cells:
         source = sources[gid]

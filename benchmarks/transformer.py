@@ -256,8 +256,9 @@ def kv_cache(args, device) -> None:
     print("saved", save("transformer_kv_cache", rows))
 
 
-MT_CELLS = ["setup", "LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Transformer", "lr_at", "exp_char_data",
-            "exp_char_train", "exp_mt_data", "label_smoothed_loss"]
+MT_CELLS = ["setup", "LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Transformer", "lr_at",
+            "adamw_param_groups", "train_step", "c8-settings", "exp_char_data", "exp_char_train", "exp_mt_data",
+            "label_smoothed_loss"]
 MT_RUN = ["exp_mt_train", "exp_mt_bleu", "exp_mt_beam_search"]
 
 

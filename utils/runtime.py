@@ -91,7 +91,8 @@ def setup(seed: int = 0, device: str | None = None, verbose: bool = True):
 
 def time_call(fn, repeats: int = 3) -> float:
     """Median wall time of fn() in seconds over `repeats` calls, after one warm-up call (kernel
-    selection, memory allocation); a GPU in use is synchronised around each call."""
+    selection, memory allocation); a GPU in use (CUDA or Apple's MPS) is synchronised around each call,
+    since both run asynchronously and a call would otherwise return before its work is done."""
     import time
 
     import torch
@@ -99,6 +100,9 @@ def time_call(fn, repeats: int = 3) -> float:
     def sync():
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            torch.mps.synchronize()
 
     fn()
     times = []
