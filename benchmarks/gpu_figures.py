@@ -6,6 +6,9 @@ Stages, in this order (`--stages` picks some):
   train     the course GPT against the built-ins GPT, nanoGPT's shakespeare_char shape, bf16,
             without and with torch.compile: time to validation loss 1.47, final loss, tokens/s,
             peak memory, ratios -> results/gpu_train_shakespeare_char.json
+  nanogpt   nanoGPT itself (its train.py and shakespeare_char configuration, a checkout given with
+            --nanogpt DIR) on the same text, eager, after the course GPT: time to 1.47, best and
+            final loss, tokens/s, and the course GPT's figures over nanoGPT's -> results/gpu_nanogpt_side.json
   fp16      the course GPT in bf16 and in fp16 with a GradScaler (a T4's path, forced), the same
             steps: steps the scaler skipped, largest gap between the validation curves
             -> results/gpu_fp16.json
@@ -30,7 +33,7 @@ import torch
 from benchmarks import transformer
 from benchmarks.machine import save
 
-STAGES = ("train", "fp16", "notebook")
+STAGES = ("train", "nanogpt", "fp16", "notebook")
 FP16_TOLERANCE = 0.02  # nats: fp16 + GradScaler must reach bf16's validation loss within this
 NOTEBOOK = "07_transformer"
 NOTEBOOK_NEEDS = ("nbformat", "nbclient", "ipykernel", "nbgrader")
@@ -46,6 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--compile", choices=["off", "on", "both"], default="both", help="torch.compile in stage train")
     parser.add_argument("--fp16-steps", type=int, default=1000, help="steps of each run of stage fp16")
     parser.add_argument("--copy-to", type=Path, default=None, help="also copy each JSON here (the device's $OUT)")
+    parser.add_argument("--nanogpt", type=Path, default=None, help="a checkout of github.com/karpathy/nanoGPT (stage nanogpt)")
     parser.add_argument("--progress", action="store_true", help="show the training progress bars")
     return parser.parse_args(argv)
 
@@ -68,11 +72,11 @@ def record(name: str, rows: list[dict], copy_to: Path | None) -> Path:
     return path
 
 
-def stage_train(args, device, ns, data) -> Path:
-    """B.1: course against built-ins, bf16, for each compile mode; ratios per mode."""
+def stage_train(args, device, ns, data, rows: list[dict] | None = None) -> Path:
+    """B.1: course against built-ins, bf16, for each compile mode; ratios per mode (also appended to `rows`)."""
     cfg = transformer.CONFIGS[args.config]
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
-    rows = []
+    rows = [] if rows is None else rows
     for compiled in modes:
         pair = [transformer.train_one(name, cfg, ns, device, data, args.max_steps, compiled, "auto",
                                       args.eval_batches, args.progress) for name in ("course", "builtin")]
@@ -80,6 +84,24 @@ def stage_train(args, device, ns, data) -> Path:
         print(rows[-1], flush=True)
         path = record(f"gpu_train_{args.config}", rows, args.copy_to)  # after each mode: a cut-off run keeps the first
     return path
+
+
+def stage_nanogpt(args, device, course_rows: list[dict]) -> Path:
+    """nanoGPT beside the course GPT: its own run, and the course's eager row over it when stage train ran."""
+    from benchmarks import nanogpt_side
+    from utils.data import dataset_path
+
+    if args.nanogpt is None:
+        raise RuntimeError("stage nanogpt needs --nanogpt DIR, a checkout of github.com/karpathy/nanoGPT "
+                           "(benchmarks/README.md, 'Notebook 07 on a GPU')")
+    row = nanogpt_side.run(args.nanogpt, dataset_path("tinyshakespeare"), args.max_steps, device.type,
+                           eval_iters=args.eval_batches)
+    rows = [row]
+    course = next((r for r in course_rows if r.get("model") == "course" and not r.get("compile")), None)
+    if course is not None:
+        rows.append(transformer.ratios(course, row, "course / nanoGPT"))
+    print(rows[-1], flush=True)
+    return record("gpu_nanogpt_side", rows, args.copy_to)
 
 
 def compare_precisions(reference: dict, other: dict, tolerance: float = FP16_TOLERANCE) -> dict:
@@ -152,8 +174,10 @@ def main(argv=None) -> int:
     device = setup(seed=0, verbose=False)
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; stages {args.stages}", flush=True)
     ns, data = (transformer.course_namespace(), transformer.char_data()) if {"train", "fp16"} & set(args.stages) else (None, None)
-    stages = {"train": lambda: stage_train(args, device, ns, data), "fp16": lambda: stage_fp16(args, device, ns, data),
-              "notebook": lambda: stage_notebook(args)}
+    course_rows: list[dict] = []
+    stages = {"train": lambda: stage_train(args, device, ns, data, course_rows),
+              "nanogpt": lambda: stage_nanogpt(args, device, course_rows),
+              "fp16": lambda: stage_fp16(args, device, ns, data), "notebook": lambda: stage_notebook(args)}
     failed = []
     start = time.perf_counter()
     for name in args.stages:

@@ -203,15 +203,14 @@ def _ratio(numerator, denominator) -> float | None:
     return round(numerator / denominator, 3)
 
 
-def ratios(course: dict, builtin: dict) -> dict:
-    """The course GPT's figures over the built-ins' (below 1: the course GPT takes less)."""
-    row = {"model": "course / builtin",
-           "train_time": _ratio(course["train_time_s"], builtin["train_time_s"]),
-           "tokens_per_s": _ratio(course["tokens_per_s"], builtin["tokens_per_s"])}
-    if course["time_to_val_1.47_s"] and builtin["time_to_val_1.47_s"]:
-        row["time_to_val_1.47"] = _ratio(course["time_to_val_1.47_s"], builtin["time_to_val_1.47_s"])
-    if course["peak_gpu_mib"]:
-        row["peak_gpu_memory"] = _ratio(course["peak_gpu_mib"], builtin["peak_gpu_mib"])
+def ratios(course: dict, other: dict, name: str = "course / builtin") -> dict:
+    """The course GPT's figures over another model's row (below 1: the course GPT takes less); a figure
+    either row lacks is left out."""
+    row = {"model": name, "train_time": _ratio(course["train_time_s"], other["train_time_s"]),
+           "tokens_per_s": _ratio(course["tokens_per_s"], other["tokens_per_s"])}
+    for key, ratio_key in (("time_to_val_1.47_s", "time_to_val_1.47"), ("peak_gpu_mib", "peak_gpu_memory")):
+        if course.get(key) and other.get(key):
+            row[ratio_key] = _ratio(course[key], other[key])
     return row
 
 

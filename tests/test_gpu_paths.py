@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not installed
-from benchmarks import gpu_figures, machine, transformer  # noqa: E402
+from benchmarks import gpu_figures, machine, nanogpt_side, transformer  # noqa: E402
 from utils import training  # noqa: E402
 
 LOW = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -100,7 +100,7 @@ def test_translation_transformer_layers_under_autocast(ns, precision):
 
 def test_the_command_parses_its_stages_and_rejects_unknown_ones():
     args = gpu_figures.parse_args([])
-    assert args.stages == ["train", "fp16", "notebook"] and args.config == "shakespeare_char"
+    assert args.stages == ["train", "nanogpt", "fp16", "notebook"] and args.config == "shakespeare_char"
     assert args.compile == "both" and args.copy_to is None
     args = gpu_figures.parse_args(["--stages", "fp16", "--fp16-steps", "200", "--copy-to", "/tmp/out"])
     assert args.stages == ["fp16"] and args.fp16_steps == 200 and str(args.copy_to) == "/tmp/out"
@@ -134,6 +134,61 @@ def test_a_tiny_train_stage_writes_the_figures_and_the_machine(monkeypatch, tmp_
         assert row["final_val_loss"] == row["eval_val_loss"][-1] and row["tokens_per_s"] > 0
     assert ratio["train_time"] == round(course["train_time_s"] / builtin["train_time_s"], 3)
     assert ratio["compile"] is False
+
+
+NANOGPT_LOG = """tokens per iteration will be: 16,384
+step 0: train loss 4.2874, val loss 4.2823
+iter 0: loss 4.2648, time 9000.00ms, mfu -100.00%
+iter 1: loss 3.9, time 30.00ms, mfu -100.00%
+iter 2: loss 3.5, time 32.00ms, mfu -100.00%
+step 3: train loss 2.0, val loss 1.60
+iter 3: loss 3.1, time 500.00ms, mfu 20.00%
+iter 4: loss 2.9, time 30.00ms, mfu 21.00%
+iter 5: loss 2.7, time 31.00ms, mfu 22.00%
+step 6: train loss 1.3, val loss 1.46
+iter 6: loss 2.5, time 400.00ms, mfu 22.50%
+step 9: train loss 1.2, val loss 1.48"""
+
+
+def test_nanogpt_output_is_read_into_a_row_with_evaluations_left_out_of_training_time():
+    lines = [(float(i), line) for i, line in enumerate(NANOGPT_LOG.splitlines())]
+    row = nanogpt_side.parse_log(lines, tokens_per_iter=16384, eval_interval=3)
+    assert row["eval_steps"] == [0, 3, 6, 9] and row["eval_val_loss"] == [4.2823, 1.60, 1.46, 1.48]
+    assert row["best_val_loss"] == 1.46 and row["final_val_loss"] == 1.48 and row["steps"] == 7
+    # iterations 0, 3 and 6 follow an evaluation (the first also a start-up): timed as the others' median, 30.5 ms
+    assert row["train_time_s"] == pytest.approx(0.0305 * 3 + 0.030 + 0.032 + 0.030 + 0.031, abs=1e-3)
+    assert row["time_to_val_1.47_s"] == pytest.approx(0.0305 * 2 + 0.030 + 0.032 + 0.030 + 0.031, abs=1e-3)
+    assert row["wall_to_val_1.47_s"] == 9.0 and row["tokens_per_s"] == round(16384 / 0.0305)
+    assert row["mfu_percent_median"] == 21.5
+    with pytest.raises(ValueError, match="no evaluation"):
+        nanogpt_side.parse_log([(0.0, "compiling the model...")], 16384, 250)
+
+
+def test_nanogpt_runs_its_own_configuration_with_only_the_comparison_changed(tmp_path):
+    cmd = nanogpt_side.command(tmp_path, None, "cuda", False, 50)
+    assert cmd[1:3] == ["train.py", "config/train_shakespeare_char.py"]
+    assert "--log_interval=1" in cmd and "--eval_iters=50" in cmd and "--compile=False" in cmd
+    assert not any(a.startswith(("--max_iters", "--dtype", "--batch_size")) for a in cmd)  # its own 5000 steps, bf16
+    tiny = nanogpt_side.command(tmp_path, 20, "cpu", False, 2, nanogpt_side.TINY)
+    assert "--dtype=float32" in tiny and "--max_iters=20" in tiny and "--n_layer=1" in tiny
+    with pytest.raises(FileNotFoundError, match="not a nanoGPT checkout"):
+        nanogpt_side.run(tmp_path, tmp_path / "input.txt")
+
+
+def test_the_nanogpt_stage_asks_for_a_checkout_and_puts_the_course_over_nanogpt(monkeypatch, tmp_path):
+    monkeypatch.setattr(machine, "RESULTS_DIR", tmp_path / "results")
+    args = gpu_figures.parse_args(["--stages", "nanogpt"])
+    with pytest.raises(RuntimeError, match="--nanogpt DIR"):
+        gpu_figures.stage_nanogpt(args, torch.device("cpu"), [])
+    theirs = {"model": "nanoGPT", "train_time_s": 100.0, "tokens_per_s": 800000, "time_to_val_1.47_s": 90.0}
+    monkeypatch.setattr(nanogpt_side, "run", lambda *a, **k: dict(theirs))
+    monkeypatch.setattr("utils.data.dataset_path", lambda name: tmp_path / "input.txt")
+    course = {"model": "course", "compile": False, "train_time_s": 120.0, "tokens_per_s": 640000,
+              "time_to_val_1.47_s": 99.0, "peak_gpu_mib": 900}
+    path = gpu_figures.stage_nanogpt(gpu_figures.parse_args(["--nanogpt", str(tmp_path)]), torch.device("cpu"), [course])
+    written = json.loads(path.read_text())["rows"]
+    assert written[0] == theirs
+    assert written[1] == {"model": "course / nanoGPT", "train_time": 1.2, "tokens_per_s": 0.8, "time_to_val_1.47": 1.1}
 
 
 def test_ratios_of_runs_too_short_to_time_are_none_not_an_error():
