@@ -413,3 +413,12 @@ def test_compiled_training_equals_eager_training_and_saves_plain_names(tmp_path,
     assert compiled.train_loss == pytest.approx(eager.train_loss, rel=1e-5)
     assert compiled.eval_val_loss == pytest.approx(eager.eval_val_loss, rel=1e-5)
     assert set(torch.load(path, weights_only=False)["model"]) == set(model.state_dict())
+
+
+def test_peak_flops_names_known_gpus_and_nothing_else(monkeypatch):
+    assert training.peak_flops("cpu") is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for name, peak in [("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("Tesla T4", 65e12),
+                       ("NVIDIA A100-SXM4-40GB", 312e12), ("NVIDIA L4", 121e12), ("NVIDIA L40S", 362e12), ("NVIDIA GeForce RTX 4090", None)]:
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None, name=name: name)
+        assert training.peak_flops(torch.device("cuda", 0)) == peak, name

@@ -53,7 +53,7 @@ __all__ = [
     "TrainConfig", "History", "choose_precision", "native_bf16", "device_precision", "autocast", "make_scaler",
     "unwrap", "rng_state", "set_rng_state", "CheckpointMismatch", "run_fingerprint", "best_checkpoint_path",
     "save_checkpoint", "load_checkpoint", "count_tokens",
-    "evaluate", "reference_step", "train", "plot_history",
+    "evaluate", "reference_step", "train", "plot_history", "PEAK_FLOPS", "peak_flops",
 ]
 
 
@@ -490,3 +490,29 @@ def plot_history(history: History, x: str = "step", ax=None, title: str | None =
     ax.grid(alpha=0.3)
     ax.legend()
     return ax
+
+
+# --------------------------------------------------------------------------- hardware accounting
+# Dense peak throughput of tensor-core matrix products, FLOP/s, from the vendors' data sheets (no sparsity):
+# bf16 where the GPU has it natively, fp16 otherwise. Matched against torch.cuda.get_device_name.
+PEAK_FLOPS = {
+    "H100 80GB HBM3": 989e12,   # H100 SXM, bf16
+    "H100 PCIe": 756e12,        # bf16
+    "H100": 756e12,             # other H100 boards: the PCIe figure, the lower one
+    "A100": 312e12,             # bf16, SXM and PCIe alike
+    "L40S": 362e12,             # bf16
+    "L40": 181e12,              # bf16
+    "L4": 121e12,               # bf16 (after L40S and L40, whose names contain "L4")
+    "T4": 65e12,                # fp16 (no native bf16)
+    "V100": 125e12,             # fp16
+}
+
+
+def peak_flops(device: torch.device) -> float | None:
+    """The data-sheet peak of a known CUDA GPU in its 16-bit training precision, in FLOP/s (None for a CPU,
+    Apple's GPUs or a GPU not in PEAK_FLOPS): what model FLOPs utilisation (MFU) is measured against."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in PEAK_FLOPS.items() if key in name), None)
