@@ -46,11 +46,20 @@ BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
 
 def badge_source(name: str, config: CourseConfig) -> str:
-    return (
+    text = (
         f"[![Open In Colab]({BADGE_IMAGE})]({config.colab_url(name)})\n\n"
         "*In Colab: run the first code cell, which fetches the course's `utils` (and, in the last "
         "notebook, asks for a GPU). Locally: open this file in JupyterLab from the course folder.*"
     )
+    if PLACEHOLDER_MARK in config.repository:
+        text += (
+            "\n\n**Instructors:** this copy still carries the placeholder course address "
+            f"(`{PLACEHOLDER_MARK}`), so the badge leads nowhere and Colab cannot fetch the course. Set "
+            "`repository` under `[tool.course]` in `pyproject.toml` to the public repository your students "
+            "open (the student distribution, `python -m autograder dist`), then run "
+            "`python -m autograder student-cells`, which rewrites this cell and the setup cell of every notebook."
+        )
+    return text
 
 
 # While the course address is the placeholder, Colab cannot fetch the course: the setup cell uses a copy
@@ -63,7 +72,9 @@ PLACEHOLDER_SEARCH = [
     "        _course = next((p for p in _places if os.path.isfile(os.path.join(p, 'utils', '__init__.py'))), None)",
     "        if _course is None:",
     "            raise RuntimeError('The course address is not set in this notebook (COURSE_REPOSITORY above), so the course '",
-    "                               'cannot be fetched. Ask your instructor for the course link, or put the course folder '",
+    "                               'cannot be fetched. Ask your instructor for the course link (instructors: set repository '",
+    "                               'under [tool.course] in pyproject.toml and run python -m autograder student-cells), or '",
+    "                               'put the course folder '",
     "                               '(the one that holds utils/ and datasets/) in your Google Drive, mount the Drive (Files '",
     "                               'panel, Mount Drive) and run this cell again.')",
     "        print('Using the course folder', _course)",

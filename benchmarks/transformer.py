@@ -52,7 +52,7 @@ CONFIGS = {
 
 
 COURSE_CELLS = ("LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Transformer", "GPTBlock", "sample_logits",
-                "GPT", "generate_cached", "lr_at", "label_smoothed_loss", "exp_mt_beam_search")
+                "GPT", "generate_cached", "lr_at", "train_step", "label_smoothed_loss", "exp_mt_beam_search")
 
 
 def course_namespace() -> dict:
@@ -166,7 +166,7 @@ def train_one(name, cfg, ns, device, data, max_steps=None, compile=False, precis
         torch.cuda.reset_peak_memory_stats()
     lr_at = ns["lr_at"]
     start = time.perf_counter()
-    history = train(model, optimizer, get_batch, loss_fn, config,
+    history = train(model, optimizer, get_batch, loss_fn, config, step_fn=ns["train_step"],
                     lr_schedule=lambda s: lr_at(s, cfg["warmup_steps"], config.max_steps, cfg["max_lr"], cfg["min_lr"]))
     wall = time.perf_counter() - start
     reached = [t for t, loss in zip(history.eval_time, history.eval_val_loss) if loss <= TARGET_LOSS]

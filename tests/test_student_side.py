@@ -71,6 +71,11 @@ def test_bootstrap_follows_the_configured_address_and_gpu_list():
     placeholder = student_cells.bootstrap_block("01_tokenization_embeddings", CONFIG)
     if CONFIG.placeholder:
         assert "course address is not set" in placeholder and "git', 'clone" not in placeholder
+    # The badge cell tells an instructor what to set while the address is the placeholder, and only then.
+    unset = config.CourseConfig(repository=f"https://github.com/{config.PLACEHOLDER_MARK}/sequence-models-course")
+    assert "**Instructors:**" in student_cells.badge_source("03_lstm", unset)
+    assert "[tool.course]" in student_cells.badge_source("03_lstm", unset)
+    assert "Instructors" not in student_cells.badge_source("03_lstm", acme)
     with pytest.raises(course.CourseError, match="not a GitHub address"):
         config.CourseConfig("https://gitlab.com/acme/course").github_slug
 
@@ -320,6 +325,7 @@ def test_without_a_course_address_colab_uses_a_course_folder_in_drive_or_says_wh
         else:
             message = " ".join(errors(nb.cells[0]))
             assert "course address is not set" in message and "Mount Drive" in message, message
+            assert "pyproject.toml" in message and "student-cells" in message, message  # what the instructor sets
 
 
 def test_colab_prepare_installs_only_what_is_missing_never_torch():

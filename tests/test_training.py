@@ -10,7 +10,7 @@ import torch.nn.functional as F
 matplotlib.use("Agg")
 
 from utils import training  # noqa: E402
-from utils.training import History, TrainConfig, choose_precision, train  # noqa: E402
+from utils.training import History, TrainConfig, choose_precision  # noqa: E402
 
 V, T = 11, 8
 
@@ -42,6 +42,24 @@ def get_batch(split, generator):
 def loss_fn(model, batch):
     x, y = batch
     return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+
+
+def reference_step(model, batch, loss_fn, optimizer, scaler, precision, grad_clip):
+    """The optimizer step these tests train with (the course ships none: notebook 07's students write it)."""
+    with training.autocast(next(model.parameters()).device, precision):
+        loss = loss_fn(model, batch)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None],
+                                          grad_clip if grad_clip else math.inf)
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.item(), float(norm)
+
+
+def train(*args, step_fn=reference_step, **kwargs):
+    return training.train(*args, step_fn=step_fn, **kwargs)
 
 
 def fresh(seed=0):
@@ -321,7 +339,7 @@ def test_a_checkpoint_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch)
         gpu.setattr(torch.cuda, "is_available", lambda: True)
         gpu.setattr(torch.cuda, "get_rng_state_all", lambda: [torch.zeros(16, dtype=torch.uint8)])
         scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-        fingerprint = training.run_fingerprint(model, opt, config(), loss_fn, training.reference_step)
+        fingerprint = training.run_fingerprint(model, opt, config(), loss_fn, reference_step)
         training.save_checkpoint(path, model, opt, scaler, 5, history, generator, fingerprint=fingerprint)
     with pytest.raises(RuntimeError, match="CUDA"):
         torch.load(path, weights_only=False)  # as written: a GPU's file
@@ -388,12 +406,17 @@ def test_the_best_checkpoint_holds_the_weights_of_the_lowest_validation_loss(tmp
         assert torch.equal(best["model"][name], value), name
 
 
+def test_the_loop_needs_a_step_function():
+    with pytest.raises(TypeError, match="step_fn"):
+        training.train(*fresh(), get_batch, loss_fn, config(max_steps=1))
+
+
 def test_a_step_function_of_ones_own_does_each_step():
     calls = []
 
     def my_step(model, batch, loss_fn, optimizer, scaler, precision, grad_clip):
         calls.append((precision, grad_clip))
-        return training.reference_step(model, batch, loss_fn, optimizer, scaler, precision, grad_clip)
+        return reference_step(model, batch, loss_fn, optimizer, scaler, precision, grad_clip)
 
     mine = train(*fresh(), get_batch, loss_fn, config(max_steps=6), step_fn=my_step)
     builtin = train(*fresh(), get_batch, loss_fn, config(max_steps=6))

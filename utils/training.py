@@ -2,15 +2,15 @@
 
     config = TrainConfig(max_steps=2000, eval_every=250, grad_clip=1.0,
                          checkpoint_path="ckpt/gpt.pt")
-    history = train(model, optimizer, get_batch, loss_fn, config, lr_schedule=schedule)
+    history = train(model, optimizer, get_batch, loss_fn, config, lr_schedule=schedule, step_fn=train_step)
     plot_history(history)
 
 What the loop does for you:
   - a tqdm progress bar showing the loss, tokens per second and the learning rate;
   - an evaluation of the mean loss on both splits every `eval_every` steps, on the same
     `eval_batches` batches each time (a fixed generator), so the curve is comparable;
-  - gradient clipping to a total norm of `grad_clip` (the norm *before* clipping is recorded);
-  - mixed precision chosen from the device: bf16 autocast on a GPU that computes in it natively
+  - the gradient norm that step_fn returns (before clipping) recorded at every step;
+  - mixed precision chosen from the device (step_fn gets the precision and a gradient scaler): bf16 autocast on a GPU that computes in it natively
     (compute capability 8.0 or newer), fp16 autocast with a gradient scaler on older GPUs
     (a Colab T4), plain fp32 on the CPU;
   - optional `torch.compile`;
@@ -24,12 +24,13 @@ What the loop does for you:
   - the best checkpoint kept beside the last one (`best_checkpoint_path`): the weights of the
     evaluation with the lowest validation loss.
 
-Your code supplies two small functions, and may supply the step itself:
+Your code supplies three functions:
   get_batch(split, generator) -> batch   split is "train" or "val"; draw random numbers
                                          only from `generator` (the loop saves its state)
   loss_fn(model, batch) -> scalar loss   the mean loss of the batch
   step_fn(model, batch, loss_fn, optimizer, scaler, precision, grad_clip) -> (loss, grad_norm)
-                                         one optimizer step (notebook 07's train_step); the
+                                         one optimizer step: notebook 07's train_step, which
+                                         students write (this module has none of its own); the
                                          loop sets the learning rate before calling it
 Tokens per second count `batch[0].numel()` tokens per step (the inputs), or
 `config.tokens_per_batch` when that is set.
@@ -53,7 +54,7 @@ __all__ = [
     "TrainConfig", "History", "choose_precision", "native_bf16", "device_precision", "autocast", "make_scaler",
     "unwrap", "rng_state", "set_rng_state", "CheckpointMismatch", "run_fingerprint", "best_checkpoint_path",
     "save_checkpoint", "load_checkpoint", "count_tokens",
-    "evaluate", "reference_step", "train", "plot_history", "PEAK_FLOPS", "peak_flops",
+    "evaluate", "train", "plot_history", "PEAK_FLOPS", "peak_flops",
 ]
 
 
@@ -321,22 +322,6 @@ def load_checkpoint(path, model, optimizer=None, scaler=None,
 
 
 # --------------------------------------------------------------------------- the loop
-def reference_step(model, batch, loss_fn: Callable, optimizer, scaler, precision: str,
-                   grad_clip: float | None) -> tuple[float, float]:
-    """The loop's own optimizer step (notebook 07 asks for it as train_step, and trains with yours)."""
-    device = next(unwrap(model).parameters()).device
-    with autocast(device, precision):
-        loss = loss_fn(model, batch)
-    optimizer.zero_grad(set_to_none=True)
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)  # true gradients, so that clipping sees their real norm
-    params = [p for p in unwrap(model).parameters() if p.grad is not None]
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip else math.inf)
-    scaler.step(optimizer)  # skips the step if fp16 gradients overflowed
-    scaler.update()
-    return loss.detach().item(), float(grad_norm)
-
-
 def count_tokens(batch) -> int:
     """Tokens in a batch: the number of elements of its first tensor."""
     first = batch[0] if isinstance(batch, (tuple, list)) else batch
@@ -380,7 +365,8 @@ def train(
     config: TrainConfig,
     lr_schedule: Callable[[int], float] | None = None,
     device=None,
-    step_fn: Callable | None = None,
+    *,
+    step_fn: Callable,
 ) -> History:
     """Train `model` for `config.max_steps` optimizer steps; returns the History.
 
@@ -389,14 +375,13 @@ def train(
     a checkpoint of another run raises CheckpointMismatch. The checkpoint of the evaluation with
     the lowest validation loss is kept at best_checkpoint_path(config.checkpoint_path).
     step_fn(model, batch, loss_fn, optimizer, scaler, precision, grad_clip) -> (loss, grad_norm)
-    takes one optimizer step (default: `reference_step`).
+    takes one optimizer step (notebook 07's train_step).
     The model should already be on `device` (default: the device of its parameters).
     """
     device = torch.device(device) if device is not None else next(model.parameters()).device
     precision = device_precision(device, config.precision)
     scaler = make_scaler(device, precision)
     generator = torch.Generator().manual_seed(config.seed)
-    step_fn = step_fn or reference_step
     fingerprint = run_fingerprint(model, optimizer, config, loss_fn, step_fn)
     history, step = History(), 0
     if config.checkpoint_path and config.resume and Path(config.checkpoint_path).exists():
