@@ -48,12 +48,17 @@ SWITCH_ENV = "AUTOGRADER_FORKSERVER"
 # imported by every IPythonKernel when it is made; torch's shape checks (torch._check_with, e.g.
 # nn.MultiheadAttention given a key padding mask) import symbolic_shapes and sympy on first use,
 # 0.6 s in every kernel of notebooks 06 and 07; sacrebleu (setup cells of 04 and 07, 0.08 s) and
-# numpy.random (utils.runtime.seed_everything, 0.03 s) in every kernel and runner that grade them.
-# Importing them starts no thread and sets no hook.
+# numpy.random (utils.runtime.seed_everything, 0.03 s) in every kernel and runner that grade them; the
+# course's own utils modules that the notebooks' setup cells import, and regex (01's byte-level tokenizer),
+# about 0.05 s in every kernel and again in every runner (which runs the setup cell too). Importing them
+# starts no thread, sets no hook and reads no environment variable (utils reads COURSE_* when called).
+# tqdm.auto and ipywidgets are left out on purpose: they look for a running IPython when imported.
 PRELOAD = ("numpy", "torch", "torch.nn", "matplotlib", "matplotlib.pyplot", "ipykernel.kernelapp",
            "ipykernel.debugger", "torch.fx.experimental.symbolic_shapes", "autograder.guard", "autograder.sandbox",
            "autograder.boundary.kernel_side", "autograder.boundary.runner", "jupyter_client", "sacrebleu",
-           "numpy.random")
+           "numpy.random", "regex", "torch.nn.utils.rnn", "torch.nn.attention", "utils.checks", "utils.data",
+           "utils.plotting", "utils.runtime", "utils.widgets", "utils.lexicon", "utils.text", "utils.synthetic",
+           "utils.purple_cats", "utils.attention_plots", "utils.training", "utils.translation")
 # Variables that differ between two hand-ins (of one batch, or of two workspaces: JUPYTER_PATH
 # leads nbgrader to the workspace's kernelspec) and that no import reads: a server serves them
 # all. Any other difference (thread counts, matplotlib's backend) gets a server of its own.
