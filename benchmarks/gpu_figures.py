@@ -4,7 +4,8 @@
 
 Stages, in this order (`--stages` picks some):
   train     the course GPT against the built-ins GPT, nanoGPT's shakespeare_char shape, bf16,
-            without and with torch.compile: time to validation loss 1.47, final loss, tokens/s,
+            without and with torch.compile, each stopped at validation loss 1.47 (--full-length: all
+            5,000 steps): time to 1.47, best and final loss, tokens/s,
             peak memory, ratios -> results/gpu_train_shakespeare_char.json
   nanogpt   nanoGPT itself (its train.py and shakespeare_char configuration, a checkout given with
             --nanogpt DIR) on the same text, eager, after the course GPT: time to 1.47, best and
@@ -47,6 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--eval-batches", type=int, default=50,
                         help="batches per split and evaluation (50 x 64 x 256 tokens cover the validation text 7 times)")
     parser.add_argument("--compile", choices=["off", "on", "both"], default="both", help="torch.compile in stage train")
+    parser.add_argument("--full-length", action="store_true",
+                        help="stage train runs every step instead of stopping at validation loss 1.47")
     parser.add_argument("--fp16-steps", type=int, default=1000, help="steps of each run of stage fp16")
     parser.add_argument("--copy-to", type=Path, default=None, help="also copy each JSON here (the device's $OUT)")
     parser.add_argument("--nanogpt", type=Path, default=None, help="a checkout of github.com/karpathy/nanoGPT (stage nanogpt)")
@@ -78,8 +81,9 @@ def stage_train(args, device, ns, data, rows: list[dict] | None = None) -> Path:
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
     rows = [] if rows is None else rows
     for compiled in modes:
+        stop_at = None if args.full_length else transformer.TARGET_LOSS
         pair = [transformer.train_one(name, cfg, ns, device, data, args.max_steps, compiled, "auto",
-                                      args.eval_batches, args.progress) for name in ("course", "builtin")]
+                                      args.eval_batches, args.progress, stop_at) for name in ("course", "builtin")]
         rows += pair + [{**transformer.ratios(*pair), "compile": compiled}]
         print(rows[-1], flush=True)
         path = record(f"gpu_train_{args.config}", rows, args.copy_to)  # after each mode: a cut-off run keeps the first

@@ -139,7 +139,7 @@ def build_model(name: str, ns: dict, cfg: dict, vocab_size: int, device) -> nn.M
 
 
 def train_one(name, cfg, ns, device, data, max_steps=None, compile=False, precision="auto", eval_batches=None,
-              progress=False) -> dict:
+              progress=False, stop_at=None) -> dict:
     """Train one model of cfg on data = char_data(); its figures (and its validation curve) as a row."""
     from utils.text import random_windows
     from utils.training import TrainConfig, device_precision, train
@@ -161,7 +161,7 @@ def train_one(name, cfg, ns, device, data, max_steps=None, compile=False, precis
                                   lr=cfg["max_lr"], betas=(0.9, 0.99), fused=device.type == "cuda")
     config = TrainConfig(max_steps=max_steps or cfg["max_steps"], eval_every=cfg["eval_every"],
                          eval_batches=eval_batches or cfg["eval_batches"], grad_clip=1.0, precision=precision,
-                         compile=compile, progress=progress)
+                         compile=compile, progress=progress, stop_at_val_loss=stop_at)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     lr_at = ns["lr_at"]

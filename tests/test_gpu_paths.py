@@ -101,7 +101,7 @@ def test_translation_transformer_layers_under_autocast(ns, precision):
 def test_the_command_parses_its_stages_and_rejects_unknown_ones():
     args = gpu_figures.parse_args([])
     assert args.stages == ["train", "nanogpt", "fp16", "notebook"] and args.config == "shakespeare_char"
-    assert args.compile == "both" and args.copy_to is None
+    assert args.compile == "both" and args.copy_to is None and args.full_length is False and args.nanogpt is None
     args = gpu_figures.parse_args(["--stages", "fp16", "--fp16-steps", "200", "--copy-to", "/tmp/out"])
     assert args.stages == ["fp16"] and args.fp16_steps == 200 and str(args.copy_to) == "/tmp/out"
     with pytest.raises(SystemExit):

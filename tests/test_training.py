@@ -445,3 +445,12 @@ def test_peak_flops_names_known_gpus_and_nothing_else(monkeypatch):
                        ("NVIDIA A100-SXM4-40GB", 312e12), ("NVIDIA L4", 121e12), ("NVIDIA L40S", 362e12), ("NVIDIA GeForce RTX 4090", None)]:
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None, name=name: name)
         assert training.peak_flops(torch.device("cuda", 0)) == peak, name
+
+
+def test_training_stops_at_the_first_evaluation_that_reaches_the_target():
+    full = train(*fresh(), get_batch, loss_fn, config(max_steps=20, eval_every=5))
+    target = full.eval_val_loss[2]  # reached at step 10 (or earlier, if an earlier evaluation was as low)
+    first = next(step for step, loss in zip(full.eval_steps, full.eval_val_loss) if loss <= target)
+    stopped = train(*fresh(), get_batch, loss_fn, config(max_steps=20, eval_every=5, stop_at_val_loss=target))
+    assert stopped.eval_steps[-1] == first == stopped.steps[-1] and stopped.eval_val_loss[-1] <= target
+    assert stopped.train_loss == full.train_loss[:first]

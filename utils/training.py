@@ -79,6 +79,7 @@ class TrainConfig:
     eval_seed: int = 1234          # seeds the evaluation batches (the same ones every time)
     tokens_per_batch: int | None = None  # override the token count used for tokens/s
     progress: bool = True          # show the tqdm progress bar
+    stop_at_val_loss: float | None = None  # stop after the first evaluation at or below this validation loss
 
 
 @dataclass
@@ -409,6 +410,8 @@ def train(
                 history.eval_time.append(history.train_time)
                 if bar is not None:
                     bar.write(f"step {step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+                if config.stop_at_val_loss is not None and losses["val"] <= config.stop_at_val_loss:
+                    last = True  # the target is reached: the checkpoint below if asked, then stop
                 if config.checkpoint_path and history.best_step == step:
                     save_checkpoint(best_checkpoint_path(config.checkpoint_path), model, optimizer, scaler, step,
                                     history, generator, config, fingerprint)
