@@ -31,7 +31,7 @@ import tokenize
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from utils.cells import parse
+from utils.cells import grade_id, is_answer, parse
 
 K = 8                # tokens in a k-gram
 WINDOW = 4           # k-grams in a winnowing window
@@ -52,6 +52,19 @@ def common_limit(n: int) -> int:
 
 
 # ------------------------------------------------------------------ normalising
+
+
+def answer_cells(nb) -> dict[str, str]:
+    """grade_id → source of a notebook's code answer cells (a dict from json.load or an nbformat
+    node), without nbgrader's solution markers."""
+    out = {}
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code" and is_answer(cell) and grade_id(cell):
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else str(source)
+            out[grade_id(cell)] = "\n".join(line for line in source.splitlines()
+                                            if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+    return out
 
 
 def bound_names(tree: ast.AST) -> set[str]:

@@ -28,20 +28,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder import similarity  # noqa: E402
+from autograder.similarity import answer_cells  # noqa: E402
 from autograder.course import assignments, read_notebook, release_path, solution_path  # noqa: E402
 from autograder.mutants import default_catalogs, load_catalogs  # noqa: E402
 from benchmarks.machine import save  # noqa: E402
-from utils.cells import grade_id, is_answer  # noqa: E402
 
 TRANSFORMS = ("renamed", "reformatted", "comments", "reordered", "moved")
 TUNE = 3  # the first TUNE assignments tune the threshold; the others are held out
-
-
-def answer_cells(nb) -> dict[str, str]:
-    """grade_id → source of the notebook's code answer cells, without nbgrader's solution markers."""
-    return {grade_id(c): "\n".join(l for l in c.source.splitlines() if "### BEGIN SOLUTION" not in l
-                                    and "### END SOLUTION" not in l)
-            for c in nb.cells if c.cell_type == "code" and is_answer(c) and grade_id(c)}
 
 
 def variants(assignment: str) -> tuple[dict[str, list[str]], dict[str, str]]:
