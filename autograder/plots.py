@@ -5,6 +5,7 @@ import base64
 import io
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 LABELLED_ROWS = 60  # a heatmap with more students than this leaves out their names
 
@@ -22,6 +23,7 @@ def histogram(totals: list[float], max_total: float, title: str) -> str:
     ax.hist(totals, bins=bins, range=(0, max_total or 1), color="#3b6ea8", edgecolor="white")
     ax.set_xlabel(f"points (of {max_total:g})")
     ax.set_ylabel("students")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.spines[["top", "right"]].set_visible(False)
     return _data_url(fig)

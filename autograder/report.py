@@ -196,6 +196,7 @@ def render(summaries: list[AssignmentSummary], answers: dict[str, dict], hidden:
 <html lang="en"><head><meta charset="utf-8"><title>Class report</title><style>{STYLE}</style></head>
 <body><h1>Class report</h1><ul>{contents}</ul>
 <h2>Across assignments</h2>
+<p>Points are those of export's totals: a written answer not graded by hand yet counts 0.</p>
 <img alt="share of points per student and assignment" src="{plots.heatmap(students, names, shares)}">
 <h3>Exercises by how many students lost points</h3>
 <table><tr><th>assignment</th><th>graded cell</th><th>students who lost points</th><th>graded</th></tr>{lost}</table>
