@@ -6,18 +6,29 @@ Each answer cell is normalised for what copying usually changes, then fingerprin
    arguments, its functions and classes) becomes `V`, every string `S`; attribute names,
    keywords and the names it only uses (torch, len) are kept. In every block, statements that do
    not depend on one another (through the names they read and write) are put in one canonical
-   order. A cell that does not parse is tokenised as it is, with the same replacements.
+   order. A cell that does not parse is tokenised as it is, every name but keywords, builtins
+   and attributes as `V`.
 2. fingerprint (`fingerprints`): hashes of the token k-grams, winnowed (Schleimer, Wilkerson
    and Aiken's algorithm behind MOSS: the smallest hash of every window of W k-grams), so any
    shared run of K + W - 1 tokens shares a fingerprint.
 3. index (`similar_pairs`): an inverted index from fingerprint to the hand-ins that hold it.
    The fingerprints of the release's own answer cells (the given signatures and scaffolding)
-   are dropped, and so is a fingerprint that more than `common_limit(n)` hand-ins share: what
-   many write alike is the exercise, not a copy. Pairs are counted only through the postings
-   of the fingerprints left, so the work grows with the number of fingerprints times the
-   length of a posting (at most `common_limit`), not with the square of the class.
-A pair's score is the Jaccard index of the two hand-ins' fingerprint sets (shared / either).
-Cells are compared across the whole hand-in, so a function moved to another cell still matches.
+   are dropped, and so is a fingerprint that more than `common_limit(n)` of the n hand-ins
+   share: what much of the class writes alike is the exercise, not a copy (MOSS's -m). A
+   cell with fewer than MIN_TOKENS tokens, or with fewer than MIN_CELL_PRINTS fingerprints
+   left, does not count.
+4. score (`pair_score`): only the pairs that the postings of the fingerprints left join, by at
+   least MIN_SHARED fingerprints, are scored; never every pair of the class. A cell of one
+   hand-in matches when the other hand-in holds CELL_MATCH of its fingerprints, in any of its
+   cells (so a function moved to another cell still matches); the score is the share of the
+   two hand-ins' cells that match. Pairs scoring THRESHOLD or more, with at least MIN_MATCHED
+   cells that match (half the answer cells where that is fewer), are reported: one or two
+   distinctive cells alike is too little to point at.
+How it grows: fingerprinting is linear in the code handed in; counting shared fingerprints
+costs the sum over fingerprints of (hand-ins holding it)², at most the number of fingerprints
+times common_limit(n), and in practice far less (most fingerprints are held by one hand-in);
+scoring is linear in the candidate pairs. benchmarks/README.md has the figures (1,000
+hand-ins), and the precision and recall that set THRESHOLD.
 """
 from __future__ import annotations
 
@@ -35,11 +46,13 @@ from utils.cells import grade_id, is_answer, parse
 
 K = 8                # tokens in a k-gram
 WINDOW = 4           # k-grams in a winnowing window
+MAX_CELL_CHARS = 100_000  # a longer cell is compared on its beginning
 MIN_TOKENS = 25      # a cell with fewer normalised tokens is too short to mean anything
 MIN_SHARED = 8       # a pair shares at least this many fingerprints
 MIN_CELL_PRINTS = 2  # a cell with fewer fingerprints that are not common is left out of a pair's score
 CELL_MATCH = 0.8     # a cell matches when the other hand-in holds this share of its fingerprints
-THRESHOLD = 0.65     # pairs at or above this score are reported (benchmarks/README.md)
+MIN_MATCHED = 3      # a pair is reported when this many cells match (half the answer cells, if that is fewer)
+THRESHOLD = 0.7      # pairs at or above this score are reported (benchmarks/README.md)
 COMMON_FLOOR = 10    # a fingerprint shared by more than common_limit(n) hand-ins is common
 COMMON_SHARE = 0.25
 
@@ -181,16 +194,12 @@ class _Normaliser(ast.NodeTransformer):
         return canonical_order([s for s in body if not _is_docstring(s)], self.visit) or [ast.Pass()]
 
     def generic_visit(self, node):
-        for name in ("body", "orelse", "finalbody"):
-            block = getattr(node, name, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                setattr(node, name, self._body(block))
         for name, value in ast.iter_fields(node):
-            if name in ("body", "orelse", "finalbody") and isinstance(value, list) and value \
-                    and isinstance(value[0], ast.stmt):
-                continue
             if isinstance(value, list):
-                setattr(node, name, [self.visit(v) if isinstance(v, ast.AST) else v for v in value])
+                if name in ("body", "orelse", "finalbody") and value and isinstance(value[0], ast.stmt):
+                    setattr(node, name, self._body(value))
+                else:
+                    setattr(node, name, [self.visit(v) if isinstance(v, ast.AST) else v for v in value])
             elif isinstance(value, ast.AST):
                 setattr(node, name, self.visit(value))
         return node
@@ -238,9 +247,11 @@ def _strip_magics(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
-def _raw_tokens(source: str, renamed: set[str]) -> list[str]:
-    """The tokens of code that does not parse, with the same replacements as far as they go."""
-    out = []
+def _tokens(source: str, rename: bool = False) -> list[str]:
+    """The tokens of `source` without comments and line ends, strings as S. With `rename` (code
+    that does not parse, so its bound names are not known) every name that is not a keyword, a
+    builtin or an attribute becomes V."""
+    out, previous = [], ""
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER):
@@ -251,10 +262,12 @@ def _raw_tokens(source: str, renamed: set[str]) -> list[str]:
                 out.append("<dedent>")
             elif tok.type == tokenize.STRING:
                 out.append("S")
-            elif tok.type == tokenize.NAME and not keyword.iskeyword(tok.string) and tok.string in renamed:
+            elif rename and tok.type == tokenize.NAME and previous != "." and not keyword.iskeyword(tok.string) \
+                    and tok.string not in _BUILTINS:
                 out.append("V")
             else:
                 out.append(tok.string)
+            previous = tok.string
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass
     return out
@@ -264,10 +277,10 @@ def parse_cells(cells: dict[str, str]) -> tuple[dict[str, ast.Module | str], set
     """Each cell's syntax tree (or its text when it does not parse), and the names they bind."""
     trees, renamed = {}, set()
     for name, source in cells.items():
-        code = _strip_magics(source)
+        code = _strip_magics(source[:MAX_CELL_CHARS])
         try:
             tree = parse(code)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             trees[name] = code
             continue
         trees[name] = tree
@@ -281,10 +294,13 @@ def normal_tokens(cells: dict[str, str]) -> dict[str, list[str]]:
     out = {}
     for name, tree in trees.items():
         if isinstance(tree, str):
-            out[name] = _raw_tokens(tree, renamed)
+            out[name] = _tokens(tree, rename=True)
             continue
-        tree.body = _Normaliser(renamed)._body(tree.body)
-        out[name] = _raw_tokens(ast.unparse(tree), set())
+        try:
+            tree.body = _Normaliser(renamed)._body(tree.body)
+            out[name] = _tokens(ast.unparse(tree))
+        except (RecursionError, ValueError):  # nesting too deep to rewrite: the text as it is
+            out[name] = _tokens(_strip_magics(cells[name][:MAX_CELL_CHARS]), rename=True)
     return out
 
 
@@ -299,7 +315,7 @@ def fingerprints(tokens: list[str], k: int = K, window: int = WINDOW) -> set[int
     """The winnowed hashes of the k-grams of `tokens` (empty below k tokens)."""
     hashes = [_hash(tokens[i:i + k]) for i in range(len(tokens) - k + 1)]
     if len(hashes) <= window:
-        return set(hashes[:1] and [min(hashes)])
+        return {min(hashes)} if hashes else set()
     return {min(hashes[start:start + window]) for start in range(len(hashes) - window + 1)}
 
 
@@ -327,7 +343,7 @@ def fingerprint_hand_in(student: str, cells: dict[str, str], given: set[int]) ->
 
 def release_prints(release_cells: dict[str, str]) -> set[int]:
     """The fingerprints of what the release's answer cells already hold."""
-    return set().union(set(), *(fingerprints(t) for t in normal_tokens(release_cells).values()))
+    return set().union(*(fingerprints(t) for t in normal_tokens(release_cells).values()))
 
 
 # ------------------------------------------------------------------ pairs and clusters
@@ -336,9 +352,9 @@ def release_prints(release_cells: dict[str, str]) -> set[int]:
 @dataclass
 class Pair:
     students: tuple[str, str]
-    score: float      # Jaccard index of the two fingerprint sets
-    shared: int       # fingerprints shared
-    cells: list[str]  # answer cells most of whose fingerprints the other hand-in shares
+    score: float      # the share of the two hand-ins' cells that match (pair_score)
+    shared: int       # fingerprints shared, common ones left out
+    cells: list[str]  # the cells that match, of either hand-in
 
     def to_json(self) -> dict:
         return {"students": list(self.students), "score": round(self.score, 3), "shared": self.shared,
@@ -363,12 +379,13 @@ def similar_pairs(hand_ins: list[HandIn], threshold: float = THRESHOLD) -> list[
                     shared[holders[a], holders[b]] += 1
     cells = [{name: prints - common for name, prints in h.prints.items()} for h in hand_ins]
     cells = [{name: prints for name, prints in c.items() if len(prints) >= MIN_CELL_PRINTS} for c in cells]
+    enough = min(MIN_MATCHED, (max((len(h.cells) for h in hand_ins), default=0) + 1) // 2)
     pairs = []
     for (i, j), count in shared.items():
         if count < MIN_SHARED:
             continue
         score, matched = pair_score(cells[i], cells[j], sets[i], sets[j])
-        if score >= threshold:
+        if score >= threshold and len(matched) >= enough:
             pairs.append(Pair((hand_ins[i].student, hand_ins[j].student), score, count, matched))
     return sorted(pairs, key=lambda p: (-p.score, p.students))
 

@@ -146,6 +146,14 @@ def test_the_release_code_and_short_answers_are_not_compared():
     assert not _prints({"c": "def f(x):\n    return x.mean()\n"}, {})
 
 
+def test_code_that_does_not_parse_or_nests_too_deep_is_compared_as_text():
+    broken = {"c": "def f(xs):\n    total = sum(xs\n    return total / len(xs) if xs else None, [x * 2 for x in xs]\n"}
+    renamed = {"c": broken["c"].replace("xs", "values").replace("total", "s")}
+    assert similarity.normal_tokens(broken) == similarity.normal_tokens(renamed)
+    deep = {"c": "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n"}
+    assert similarity.normal_tokens(deep)["c"]
+
+
 def test_pairs_come_from_the_index_not_from_every_pair(monkeypatch):
     pool, given = variants(A)
     solution = {cell: options[0] for cell, options in pool.items()}
