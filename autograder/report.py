@@ -53,8 +53,9 @@ def similar_answers(ws: Workspace, assignment: str, students: list[str]):
     return similarity.similar_pairs(hand_ins), {h.student: h.cells for h in hand_ins}
 
 
-def build(ws: Workspace, names: list[str]) -> tuple[list[AssignmentSummary], dict]:
-    """The summaries of `names` (those graded in `ws`), and report.json's content."""
+def build(ws: Workspace, names: list[str]) -> tuple[list[AssignmentSummary], dict, dict[str, dict]]:
+    """The summaries of `names` (those graded in `ws`), report.json's content, and the answers
+    (assignment → student → answer cell → code) that the page shows side by side."""
     from nbgrader.api import MissingEntry
 
     if not ws.db_path.is_file():
@@ -77,8 +78,7 @@ def build(ws: Workspace, names: list[str]) -> tuple[list[AssignmentSummary], dic
     if not summaries:
         raise CourseError(f"nothing graded in {ws.root} for {', '.join(names)}: run `python -m autograder grade` first")
     data["exercises"] = [{"assignment": a, "cell": c, "lost": n, "graded": g} for a, c, n, g in lost_points(summaries)]
-    data["_answers"] = answers
-    return summaries, data
+    return summaries, data, answers
 
 
 def _assignment_json(s: AssignmentSummary, pairs) -> dict:
@@ -98,8 +98,7 @@ def _assignment_json(s: AssignmentSummary, pairs) -> dict:
 
 
 def write(ws: Workspace, names: list[str], out: Path) -> list[Path]:
-    summaries, data = build(ws, names)
-    answers = data.pop("_answers")
+    summaries, data, answers = build(ws, names)
     hidden = set()
     for s in summaries:
         hidden |= hidden_lines(nbformat.read(ws.source_path(s.name), as_version=4))
