@@ -122,7 +122,8 @@ def _path(node: ast.AST) -> str | None:
 
 def _effects(stmt: ast.stmt) -> tuple[set[str], set[str], bool]:
     """(what a statement reads, what it writes, whether it must stay where it is). What is read
-    includes every dotted prefix (self, self.linear); a store to self.linear writes only that."""
+    includes every dotted prefix (self, self.linear); a store to self.linear writes only that,
+    and a store to an item, x[i] = ..., writes "x[]" without reading x."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         # a definition reads its body's names only when called: it depends on its decorators and defaults
         outer = [*stmt.decorator_list, *getattr(stmt, "bases", []),
@@ -133,23 +134,44 @@ def _effects(stmt: ast.stmt) -> tuple[set[str], set[str], bool]:
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         root = _root_name(stmt.value.func)  # x.append(...), x.add_(...), print(x): may change x, or the world
         writes.add(root or "")
+    item_bases = set()  # the x of x[i] = ...: written, not read (x[i] += ... reads it)
+    if not isinstance(stmt, ast.AugAssign):
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                base = node.value
+                while isinstance(base, ast.Attribute):
+                    item_bases.add(id(base))
+                    base = base.value
+                item_bases.add(id(base))
     for node in ast.walk(stmt):
         stored = isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del))
         if isinstance(node, (ast.Name, ast.Attribute)) and not stored:
-            path = _path(node)
+            path = None if id(node) in item_bases else _path(node)
             while path:
                 reads.add(path)
                 path = path.rpartition(".")[0]
         elif isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and stored:
             path = _path(node)
             if path:
-                writes.add(path)
-                if isinstance(node, ast.Subscript):
-                    reads.add(path)
+                writes.add(path + "[]" if isinstance(node, ast.Subscript) else path)
         elif isinstance(node, (ast.Return, ast.Raise, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom,
                                ast.Global, ast.Nonlocal, ast.Await)):
             barrier = True
     return reads, writes, barrier
+
+
+def _depends(earlier: tuple, later: tuple) -> bool:
+    """Whether statement `later` must stay after `earlier` (their _effects): one reads what the
+    other writes, or both write one name (two stores to items of x may go in either order)."""
+    reads_i, writes_i, barrier_i = earlier
+    reads_j, writes_j, barrier_j = later
+    if barrier_i or barrier_j:
+        return True
+    base_i, base_j = {w.removesuffix("[]") for w in writes_i}, {w.removesuffix("[]") for w in writes_j}
+    if base_i & reads_j or base_j & reads_i:
+        return True
+    whole_i, whole_j = {w for w in writes_i if not w.endswith("[]")}, {w for w in writes_j if not w.endswith("[]")}
+    return bool(whole_i & base_j or whole_j & base_i)
 
 
 def canonical_order(body: list[ast.stmt], normalise) -> list[ast.stmt]:
@@ -163,10 +185,8 @@ def canonical_order(body: list[ast.stmt], normalise) -> list[ast.stmt]:
         return body
     after = [set() for _ in range(n)]  # after[i]: statements that must follow i
     for j in range(n):
-        reads_j, writes_j, barrier_j = effects[j]
         for i in range(j):
-            reads_i, writes_i, barrier_i = effects[i]
-            if barrier_i or barrier_j or writes_i & (reads_j | writes_j) or reads_i & writes_j:
+            if _depends(effects[i], effects[j]):
                 after[i].add(j)
     waiting = [0] * n
     for i in range(n):

@@ -138,6 +138,12 @@ def test_normalising_ignores_names_comments_strings_formatting_and_independent_o
     assert similarity.normal_tokens(a) == similarity.normal_tokens(b)
     c = {"c": a["c"].replace("total / count", "total - count")}  # a different computation
     assert similarity.normal_tokens(a) != similarity.normal_tokens(c)
+    items = "def g(n):\n    pe = torch.zeros(n, 2)\n    pe[:, 0] = 1.0\n    pe[:, 1] = 2.0\n    return pe.sum()\n"
+    swapped = items.replace("pe[:, 0] = 1.0\n    pe[:, 1] = 2.0", "pe[:, 1] = 2.0\n    pe[:, 0] = 1.0")
+    assert similarity.normal_tokens({"c": items}) == similarity.normal_tokens({"c": swapped})
+    read_first = items.replace("    pe[:, 1] = 2.0\n    return pe.sum()", "    s = pe.sum()\n    pe[:, 1] = 2.0\n    return s")
+    read_after = items.replace("    pe[:, 1] = 2.0\n    return pe.sum()", "    pe[:, 1] = 2.0\n    s = pe.sum()\n    return s")
+    assert similarity.normal_tokens({"c": read_first}) != similarity.normal_tokens({"c": read_after})
 
 
 def test_the_release_code_and_short_answers_are_not_compared():
