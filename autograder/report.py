@@ -73,7 +73,7 @@ def build(ws: Workspace, names: list[str]) -> tuple[list[AssignmentSummary], dic
         pairs, answers[name] = similar_answers(ws, name, [s.student for s in scores])
         summary.pairs = pairs
         summaries.append(summary)
-        data["assignments"].append(_assignment_json(summary, pairs))
+        data["assignments"].append(_assignment_json(summary))
         data["similar"] += [{"assignment": name, **p.to_json()} for p in pairs]
     if not summaries:
         raise CourseError(f"nothing graded in {ws.root} for {', '.join(names)}: run `python -m autograder grade` first")
@@ -81,7 +81,7 @@ def build(ws: Workspace, names: list[str]) -> tuple[list[AssignmentSummary], dic
     return summaries, data, answers
 
 
-def _assignment_json(s: AssignmentSummary, pairs) -> dict:
+def _assignment_json(s: AssignmentSummary) -> dict:
     slowest = s.slowest
     return {
         "name": s.name, "students": len(s.totals), "max": s.max_total,
@@ -93,7 +93,7 @@ def _assignment_json(s: AssignmentSummary, pairs) -> dict:
         "repaired": sorted(s.repaired),
         "time": {"recorded": len(s.seconds), "median_s": s.median_seconds,
                  "slowest": None if slowest is None else {"student": slowest[0], "seconds": slowest[1]}},
-        "clusters": similarity.clusters(pairs),
+        "clusters": similarity.clusters(s.pairs),
     }
 
 
