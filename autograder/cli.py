@@ -1,4 +1,4 @@
-"""Command line: python -m autograder {release,collect,repair,grade,export,feedback,demo,mutants,student-cells,dist} ..."""
+"""Command line: python -m autograder {release,collect,repair,grade,export,feedback,report,demo,mutants,student-cells,dist} ..."""
 from __future__ import annotations
 
 import argparse
@@ -167,6 +167,16 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from autograder.report import write
+    from autograder.workspace import open_workspace
+
+    ws = open_workspace(args.workspace)
+    for path in write(ws, _names(args.assignments), Path(args.out) if args.out else ws.path("report")):
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from autograder.demo import demo, print_demo
 
@@ -229,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("feedback", help="HTML feedback per student (pass/fail and messages, never hidden tests)")
     hand_ins(p)
     p.set_defaults(func=cmd_feedback)
+
+    p = sub.add_parser("report", help="one page and a JSON file on the graded class: scores, failures, statuses, "
+                                      "times and similar answers (runs nothing)")
+    p.add_argument("assignments", nargs="*", help="default: every assignment graded in the workspace")
+    p.add_argument("--workspace", help=workspace_help)
+    p.add_argument("--out", help="output folder (default: WORKSPACE/report)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("demo", help="release and grade demo hand-ins end to end, offline")
     p.add_argument("--workspace", help="keep the demo workspace here (default: a temporary folder)")

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,7 @@ class GradeResult:
     repairs: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    seconds: float | None = None  # wall time of grading the hand-in (repair to report), when it was graded here
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -122,6 +124,7 @@ def grade_one(ws: Workspace, student: str, assignment: str, limits=None, verdict
 
 
 def _grade_one(ws: Workspace, student: str, assignment: str, limits, verdict_only: bool = False) -> GradeResult:
+    start = time.monotonic()
     notebook, unfit, repairs = prepare(ws, student, assignment)
     findings: list[Finding] = []
     if unfit is not None:
@@ -145,6 +148,7 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits, verdict_onl
     result = GradeResult(student, assignment, status, message=message, repairs=repairs,
                          flags=[f.text for f in findings if f.is_flag],
                          notes=[f.text for f in findings if not f.is_flag])
+    result.seconds = round(time.monotonic() - start, 2)
     return finish(ws, result)
 
 

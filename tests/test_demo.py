@@ -1,5 +1,6 @@
-"""The README's main job end to end, then the batch commands on the demo's workspace."""
+"""The README's main job end to end, then the batch commands on the demo's workspace (grade, export, report)."""
 import csv
+import json
 import subprocess
 import sys
 
@@ -49,3 +50,12 @@ def test_demo_then_grade_a_batch_with_a_damaged_hand_in_then_export(tmp_path):
         totals = {(r["student"], r["assignment"]): r for r in csv.DictReader(f)}
     assert totals[("demo-blank", name)]["auto_score"] == "0"
     assert float(totals[("demo-buggy", name)]["auto_score"]) < float(totals[("demo-buggy", name)]["auto_max"])
+
+    reported = run_cli("report", "--workspace", str(ws), "--out", str(tmp_path / "report"))
+    assert reported.returncode == 0, reported.stderr
+    data = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert [a["name"] for a in data["assignments"]] == course.assignments()
+    for a in data["assignments"]:
+        for student, points in a["scores"].items():
+            assert points == pytest.approx(float(totals[(student, a["name"])]["score"]))
+    assert (tmp_path / "report" / "index.html").stat().st_size > 0
