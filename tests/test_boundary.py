@@ -51,6 +51,13 @@ def test_tensors_keep_dtype_shape_and_values(dtype):
     assert roundtrip(torch.empty(0, 3)).shape == (0, 3)
 
 
+def test_a_tensor_with_a_zero_stride_on_an_axis_of_size_one_crosses():
+    value = torch.tensor(2.5, dtype=torch.float64).expand(1, 1)   # stride (0, 0), as autograd's grad of a sum
+    tree, buffers = encode(value)
+    back = decode(tree, buffers)
+    assert back.shape == (1, 1) and back.dtype == torch.float64 and back.item() == 2.5
+
+
 def test_parameters_keep_requires_grad_and_their_gradient():
     p = torch.nn.Parameter(torch.randn(3))
     p.grad = torch.ones(3)

@@ -108,6 +108,20 @@ def test_train_adding_is_seeded_and_learns_a_short_problem(one_thread):
     assert a["val_mse"][-1] < a["val_mse"][0]
 
 
+def test_train_adding_trains_the_module_model_from_builds(one_thread):
+    built = []
+
+    def same_model(regressor):
+        built.append(regressor)
+        return regressor
+
+    a = synthetic.train_adding("gru", 5, seed=1, steps=20, hidden_size=8, eval_every=10, num_eval=64,
+                               model_from=same_model)
+    b = synthetic.train_adding("gru", 5, seed=1, steps=20, hidden_size=8, eval_every=10, num_eval=64)
+    assert len(built) == 1 and isinstance(built[0], synthetic.LastStateRegressor)
+    assert a["val_mse"] == b["val_mse"]
+
+
 def test_recurrent_tagger_gives_logits_at_every_position():
     torch.manual_seed(0)
     model = synthetic.RecurrentTagger("rnn", vocab_size=6, num_classes=5, hidden_size=8)

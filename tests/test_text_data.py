@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from utils.data import DatasetUnavailable, dataset_path
-from utils.text import CharCodec, random_windows, split_ids
+from utils.text import CharCodec, random_windows, split_ids, stream_chunks
 from utils.translation import load_translation_pairs, parse_translation_pairs, split_pairs
 
 
@@ -37,6 +37,18 @@ def test_random_windows_targets_are_inputs_shifted_by_one():
 def test_random_windows_refuses_a_text_shorter_than_a_window():
     with pytest.raises(ValueError, match="at least 6"):
         random_windows(torch.arange(5), 2, 5)
+
+
+def test_stream_chunks_continue_each_row_where_the_last_chunk_stopped():
+    ids = torch.arange(23)                      # 2 streams of 11 ids (and the one that follows each)
+    chunks = list(stream_chunks(ids, batch_size=2, chunk_len=4))
+    assert len(chunks) == 2                     # 11 // 4 whole chunks per row; the rest is left out
+    (x0, y0), (x1, y1) = chunks
+    assert x0.tolist() == [[0, 1, 2, 3], [11, 12, 13, 14]]
+    assert x1.tolist() == [[4, 5, 6, 7], [15, 16, 17, 18]]
+    assert torch.equal(y0, x0 + 1) and torch.equal(y1, x1 + 1)
+    with pytest.raises(ValueError, match="at least 9"):
+        list(stream_chunks(torch.arange(8), 2, 4))
 
 
 def test_split_ids_keeps_order():

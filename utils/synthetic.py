@@ -132,6 +132,7 @@ def train_adding(
     max_norm: float = 1.0,
     eval_every: int = 50,
     num_eval: int = 512,
+    model_from=None,
 ) -> dict:
     """Train a fresh LastStateRegressor on the adding problem and report how it went.
 
@@ -140,11 +141,16 @@ def train_adding(
     Returns {"steps": [...], "val_mse": [...] (at step 0, every eval_every steps and at the
     end), "final_mse": the mean of the last three evaluations (one unlucky last update
     should not decide the result), "seconds": float}.
+    model_from: None, or a function that takes the freshly seeded LastStateRegressor and returns
+    the module to train instead (e.g. the same weights run by another implementation of the
+    cell): it maps x (B, T, 2) to (B,) predictions like the regressor.
     """
     import time
 
     torch.manual_seed(seed)
     model = LastStateRegressor(cell, hidden_size)
+    if model_from is not None:
+        model = model_from(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     train_gen = torch.Generator().manual_seed(10_000 + seed)
     x_val, y_val = adding_problem(num_eval, seq_len, torch.Generator().manual_seed(12345))

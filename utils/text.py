@@ -2,7 +2,9 @@
 
 A `CharCodec` maps each distinct character of a text to an id (sorted order, no special
 tokens: a language model over a fixed text needs none). `random_windows` cuts training
-examples out of one long id tensor: inputs `x` and the same window shifted by one, `y`.
+examples out of one long id tensor: inputs `x` and the same window shifted by one, `y`;
+`stream_chunks` cuts it into consecutive chunks instead, for a recurrent model that carries its
+state from one chunk to the next (truncated backpropagation through time).
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["CharCodec", "split_ids", "random_windows"]
+__all__ = ["CharCodec", "split_ids", "random_windows", "stream_chunks"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +77,21 @@ def random_windows(
     if device is not None:
         x, y = x.to(device), y.to(device)
     return x, y
+
+
+def stream_chunks(ids: torch.Tensor, batch_size: int, chunk_len: int):
+    """Yield (x, y), both LongTensor (batch_size, chunk_len), that read a 1-D id tensor as
+    `batch_size` parallel streams: row b reads the b-th of batch_size equal consecutive parts
+    of the text, and each chunk continues the previous one where it stopped, so the state a
+    recurrent model ends one chunk with is the right start for the next. y is x shifted left by
+    one position. The ids that do not fill a whole chunk at the end are left out.
+    """
+    if batch_size < 1 or chunk_len < 1:
+        raise ValueError(f"batch_size and chunk_len must be at least 1, got {batch_size} and {chunk_len}")
+    per_row = (len(ids) - 1) // batch_size
+    if per_row < chunk_len:
+        raise ValueError(f"the text has {len(ids)} ids: {batch_size} streams of one chunk of {chunk_len} "
+                         f"need at least {batch_size * chunk_len + 1}")
+    rows = torch.stack([ids[b * per_row:(b + 1) * per_row + 1] for b in range(batch_size)])
+    for start in range(0, per_row - chunk_len + 1, chunk_len):
+        yield rows[:, start:start + chunk_len], rows[:, start + 1:start + chunk_len + 1]

@@ -116,8 +116,10 @@ def encode(value, limits: Limits = Limits(), other=None) -> tuple[list, list[byt
 def _encode_tensor(v: torch.Tensor, buffer, walk, depth: int) -> list:
     if v.layout != torch.strided or v.is_meta or str(v.dtype).removeprefix("torch.") not in TENSOR_DTYPES:
         raise CodecError(f"a {v.layout} tensor of {v.dtype} on {v.device} cannot cross")
-    data = v.detach().to("cpu").contiguous()
-    raw = data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b""
+    data = v.detach().to("cpu").reshape(-1)
+    if data.numel() and data.stride(0) != 1:  # an expanded scalar of one element (autograd hands
+        data = data.clone(memory_format=torch.contiguous_format)  # these out) has stride 0
+    raw = data.view(torch.uint8).numpy().tobytes() if data.numel() else b""
     grad = v.grad if v.is_leaf and v.grad is not None else None
     return ["parameter" if type(v) is torch.nn.Parameter else "tensor", str(v.dtype).removeprefix("torch."),
             list(v.shape), bool(v.requires_grad), v.device.type, buffer(raw),
