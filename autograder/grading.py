@@ -33,7 +33,7 @@ from autograder.repair import affinity, repair
 from autograder.sandbox import Limits, Settings
 from autograder.scores import NotebookScore, read_scores
 from autograder.status import Finding, Kind, Run, decide_status, keeps_points
-from autograder.workspace import KernelDied, NotebookTimeout, Workspace, autograde
+from autograder.workspace import KernelDied, NotebookTimeout, RunnerStopped, Workspace, autograde
 from utils.cells import cell_hash, grade_id, is_test, label
 
 AUTOGRADE_ATTEMPTS = 3  # an nbgrader run that met a locked gradebook runs again (it is long)
@@ -165,6 +165,9 @@ def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: lis
         return Run.NOTEBOOK_TIMEOUT, f"the notebook ran past its {limits.notebook_timeout} s limit and was stopped"
     except KernelDied:
         return Run.CRASHED, "the kernel died"
+    except RunnerStopped:
+        return Run.RUNNER_STOPPED, (f"the trusted test runner died while it read what the kernel sent (its limit: "
+                                    f"{limits.runner_memory_mb} MiB of data memory)")
     except CourseError as exc:
         return Run.FAILED, _reason(str(exc))
     return Run.COMPLETED, ""
@@ -212,6 +215,8 @@ def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, lis
                     found.append(Finding(Kind.CELL_TIMEOUT,
                                          f"timeout: {where} was stopped at the {limits.cell_timeout} s per-cell limit"))
             # torch says "can't allocate memory" / "not enough memory" in a RuntimeError's text: no type of its own
+            elif ename == "ReplyRefused":  # autograder.boundary.runner_side: over the grader's limits
+                found.append(Finding(Kind.BOUNDARY, f"boundary: {where}: {evalue[:300]}"))
             elif ename == "MemoryError" or "can't allocate memory" in evalue or "not enough memory" in evalue:
                 found.append(Finding(Kind.MEMORY, f"memory: {where} ran out of memory (limit {limits.memory_mb} MiB)"))
     return ran, found

@@ -298,12 +298,12 @@ agent.reply_frames = lambda number, tree, buffers: [number, b"[" * 100000 + b"]"
 @pytest.mark.parametrize("tree, buffers, error", [
     ("['tensor', 'float32', [10**12], False, 'cpu', 0, None]", "[b'1234']", "elements|needs"),
     ("['pickle', 'gASVAAAAAAAAAAB9lC4=']", "[]", "unknown tag"),
-    ("['list', []]", "[]", "unreadable"),  # sent as JSON nested 100,000 deep (DEEP below)
+    ("['list', []]", "[]", "nests"),  # sent as JSON nested 100,000 deep (DEEP below)
     ("['list', [['int', '1']]]", "[]", "not a dict"),
 ])
 def test_a_forged_reply_is_refused_with_a_reason(hostile_link, tree, buffers, error):
     Handle(hostile_link, "double")([1])  # opens the comm
-    run_in_kernel(hostile_link, FORGE % (tree, buffers) + (DEEP if error == "unreadable" else ""))
+    run_in_kernel(hostile_link, FORGE % (tree, buffers) + (DEEP if error == "nests" else ""))
     with pytest.raises((CodecError, BoundaryError), match=error):
         Handle(hostile_link, "double")([1])
 
