@@ -195,6 +195,8 @@ def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, lis
     """How many cells ran in the kernel (not counting the test cells `in_runner` ran), and what
     the outputs say about limits hit. The kernel's errors reach us as the names and texts of
     its error outputs."""
+    from autograder.boundary.execute import OUTPUT_CAP, OUTPUT_NOTE  # (it imports nbgrader)
+
     try:
         nb = nbformat.read(autograded, as_version=4)
     except Exception:
@@ -206,6 +208,10 @@ def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, lis
         if cell.metadata.get("nbgrader", {}).get("grade_id") not in in_runner:
             ran += cell.get("execution_count") is not None or bool(cell.get("outputs"))
         for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and str(out.get("text", "")).startswith(OUTPUT_NOTE):
+                if not any(f.kind is Kind.OUTPUT for f in found):
+                    found.append(Finding(Kind.OUTPUT, f"output: the grader kept the first {OUTPUT_CAP >> 20} MiB "
+                                                      f"of what the kernel's cells sent ({label(cell, index)} on)"))
             if out.get("output_type") != "error":
                 continue
             ename, evalue = out.get("ename", ""), str(out.get("evalue", ""))

@@ -373,3 +373,97 @@ def test_a_kernel_whose_agent_never_connects_fails_the_call_with_a_reason(hostil
     with pytest.raises(BoundaryError, match="without an answer"):
         Handle(link, "double")([1])
     assert time.monotonic() - started < 10
+
+
+# -- limits before allocation (issue 42) ---------------------------------------------------
+def test_json_is_measured_on_its_bytes_with_strings_taken_out():
+    from autograder.jsonscan import JsonBounds, TooLarge, check
+
+    bounds = JsonBounds(bytes=1000, values=10, depth=3)
+    check(b'["[[[[,,,,,,,,,,,,", "\\"]]]"]', bounds, "it")  # brackets and commas inside strings are text
+    with pytest.raises(TooLarge, match="it is 1,001 bytes"):
+        check(b" " * 1001, bounds, "it")
+    with pytest.raises(TooLarge, match="about 12 values"):
+        check(b"[" + b"1," * 11 + b"1]", bounds, "it")
+    with pytest.raises(TooLarge, match="nests 4 deep"):
+        check(b"[[[[]]]]", bounds, "it")
+    check(b"[[[]]] [[[]]]", bounds, "it")  # depth is the deepest point, not the count
+
+
+def test_a_tree_past_the_limits_is_refused_before_json_builds_it(monkeypatch):
+    from autograder.boundary import codec
+    from autograder.boundary.codec import OverLimit, parse
+
+    def never(*args, **kwargs):
+        raise AssertionError("json.loads ran on a tree past the limits")
+
+    small = Limits(nodes=100, depth=4, frame=10_000)
+    tree = json.dumps(encode(list(range(50)))[0]).encode()
+    assert parse(tree, small) == json.loads(tree)
+    monkeypatch.setattr(codec.json, "loads", never)
+    for raw, reason in [(b'["str", "' + b"x" * 10_000 + b'"]', "bytes"),
+                        (b'["list", [' + b'["none"],' * 1000 + b'["none"]]]', "values"),
+                        (b"[" * 30 + b"]" * 30, "deep")]:
+        with pytest.raises(OverLimit, match=reason):
+            parse(raw, small)
+
+
+CUT = """
+import autograder.boundary.kernel_side as agent
+agent.Agent.answer = lambda self, tree, buffers: agent.encode({"value": 1, "printed": [["stdout", "p" * 300_000]]})
+"""
+
+
+def test_what_the_student_s_code_prints_in_the_test_cells_is_kept_up_to_a_cap(hostile_link):
+    from autograder.boundary.runner_side import PRINTED_CAP
+
+    Handle(hostile_link, "double")([1])
+    run_in_kernel(hostile_link, CUT)
+    hostile_link.outputs, hostile_link.printed = [], 0  # as a new notebook starts
+    for _ in range(3):
+        assert Handle(hostile_link, "double")([1]) == 1
+    kept = "".join(o["text"] for o in hostile_link.outputs if o["name"] == "stdout")
+    assert kept == "p" * PRINTED_CAP
+    assert "kept the first" in hostile_link.outputs[-1]["text"] and len(hostile_link.outputs) == 2  # the note once
+
+
+LONG_ERROR = """
+import autograder.boundary.kernel_side as agent
+agent.Agent.answer = lambda self, tree, buffers: agent.encode({"error": ["ValueError", "e" * 3_000_000]})
+"""
+
+
+def test_an_error_message_is_cut_on_the_runner_s_side(hostile_link):
+    from autograder.boundary.runner_side import ERROR_CHARS
+
+    Handle(hostile_link, "double")([1])
+    run_in_kernel(hostile_link, LONG_ERROR)
+    with pytest.raises(ValueError) as info:
+        Handle(hostile_link, "double")([1])
+    assert str(info.value) == "e" * ERROR_CHARS
+
+
+BIG_PART = """
+import autograder.boundary.kernel_side as agent
+agent.reply_frames = lambda number, tree, buffers: [number, b'["dict", []]', b"x" * %d]
+"""
+
+
+@pytest.mark.parametrize("parts, reason", [(1, "larger than"), (3, "carries more than")])
+def test_a_reply_with_more_bytes_than_the_limit_is_refused_and_the_next_one_read(hostile_link, parts, reason):
+    """One part past the limit: ZeroMQ drops the connection without reading it (the socket's monitor
+    says so at once); parts within it that add up past it: refused as they are read. Either way the
+    next reply is read as usual."""
+    from autograder.boundary.runner_side import ReplyRefused
+
+    limit = 1 << 20
+    link = KernelLink(hostile_link.client, timeout=20, limits=Limits(bytes=limit))
+    assert Handle(link, "double")([1]) == [2]
+    run_in_kernel(link, BIG_PART.replace('b"x" * %d', ", ".join([f'b"x" * {limit // 2 + limit // 2 * (parts == 1) + 1}'] * parts)))
+    started = time.monotonic()
+    with pytest.raises(ReplyRefused, match=reason):
+        Handle(link, "double")([1])
+    assert time.monotonic() - started < 10  # not the call's time limit (20 s)
+    run_in_kernel(link, "agent.reply_frames = lambda number, tree, buffers: [number, json.dumps(tree).encode(), *buffers]\n"
+                        "import json")
+    assert Handle(link, "double")([1]) == [2]

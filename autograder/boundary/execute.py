@@ -33,6 +33,7 @@ KERNEL_MESSAGE_CAP = 4 << 20  # bytes of one message of the kernel that nbgrader
 KERNEL_QUEUE = 256            # messages of the kernel ZeroMQ holds, per socket, until they are read
 OUTPUT_CAP = 3 << 20          # bytes (as JSON) of outputs the kernel's cells may add to one notebook
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error", "update_display_data")
+OUTPUT_NOTE = "[the grader discarded what the kernel sent past"  # the note, as autograder.grading finds it
 RUNNER_DIED = "the test runner died"  # in nbgrader's log: autograder.workspace tells it apart
 
 
@@ -147,8 +148,8 @@ class SplitExecute(Execute):
             if self.output_bytes > OUTPUT_CAP:
                 if not self.output_cut:
                     self.output_cut = True
-                    cell.outputs.append(new_output("stream", name="stderr", text=(
-                        f"[the grader discarded what the kernel sent past {OUTPUT_CAP >> 20} MiB of output]\n")))
+                    cell.outputs.append(new_output("stream", name="stderr",
+                                                   text=f"{OUTPUT_NOTE} {OUTPUT_CAP >> 20} MiB of output]\n"))
                 return None
         return super().process_message(msg, cell, cell_index)
 
