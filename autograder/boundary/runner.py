@@ -105,16 +105,17 @@ class Runner:
                 exec(compile(source, f"<cell {self.count}>", "exec"), self.namespace)
             except BaseException as exc:  # the cell's outcome, whatever it is
                 error = exc
-            if not _timed_out(error) and self.link is not None:
+            closed = self.link is not None and self.link.closed is not None
+            if not _timed_out(error) and self.link is not None and not closed:
                 try:
                     self.link.end()  # the kernel stops serving the cell's requests
                 except BaseException as exc:
                     error = error or exc
-            if _timed_out(error):
+            if _timed_out(error) or closed and self.link.serving is not None:  # the kernel is stopped instead
                 interrupt = True
-                error = CellTimeout(f"the cell ran past its {self.timeout:g} s limit")
-                if self.link is not None:
-                    self.link.abandon()
+                if _timed_out(error):
+                    error = CellTimeout(f"the cell ran past its {self.timeout:g} s limit")
+                self.link.abandon()
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.stdout, sys.stderr = saved

@@ -84,6 +84,7 @@ class KernelLink:
         self.handles: weakref.WeakValueDictionary[int, Handle] = weakref.WeakValueDictionary()
         self.released: list[int] = []
         self.number, self.serving = 0, None
+        self.closed: str | None = None  # why the link reads no more answers (a reply was dropped unread)
         self.rng = None  # torch's RNG state as the kernel has it during this cell's requests
         self.socket = zmq.Context.instance().socket(zmq.PAIR)
         self.socket.linger = 0
@@ -108,6 +109,8 @@ class KernelLink:
 
     def request(self, fields: dict):
         """The kernel's decoded answer to one request, or the exception its code raised."""
+        if self.closed is not None:
+            raise ReplyRefused(f"{self.closed}; no later answer of your code is read")
         if self.released:
             fields["release"], self.released = self.released, []
         # torch's RNG state goes only where the kernel's is not ours; the kernel sends its own
@@ -161,10 +164,11 @@ class KernelLink:
             if left <= 0:
                 raise NoAnswer(f"your code did not answer within {self.timeout:g} s")
             ready = dict(self.pollers[event].poll(min(left, 0.5) * 1000))
-            if self.dropped in ready:
+            if self.dropped in ready:  # the connection is not used again: the runner interrupts the kernel
                 self.dropped.recv_multipart()
-                raise ReplyRefused(f"the grader refused your code's answer: a part of it was larger than "
-                                   f"{self.limits.bytes} bytes, or than the memory the grader's runner may use")
+                self.closed = (f"the grader refused your code's answer: a part of it was larger than "
+                               f"{self.limits.bytes} bytes, or than the memory the grader's runner may use")
+                raise ReplyRefused(self.closed)
             if self.socket in ready:
                 return
             if not self.client.is_alive():
