@@ -59,8 +59,10 @@ CASES = {
                    "_k.encode({'error': ['ValueError', 'e' * 3_000_000]})\n", "graded", "less", ""),
     # (wrapping every answer function changes one of 05 that is used as a method: less than full)
     "printed-text": (AGENT + "_k.PRINTED_CAP = 1 << 30\ndef _attack():\n    print('p' * 3_000_000)\n", "output-limit", "less", "output"),
+    # at the end of the notebook: past the message cap, nbgrader's client loses the kernel's broadcasts
+    # for good (ZeroMQ does not reconnect after a protocol error), and each later cell waits for them
     "broadcasts": ("_k = get_ipython().kernel\n"
-                   "for _size in [8 << 20] + [1 << 20] * 20:\n"
+                   "for _size in [1 << 20] * 20 + [8 << 20]:\n"
                    "    _k.session.send(_k.iopub_socket, 'stream', {'name': 'stdout', 'text': 'b' * _size},"
                    " parent=_k.get_parent(), ident=b'stream')\n", "output-limit", "full", "output"),
 }
@@ -137,6 +139,7 @@ def _is_supervisor(process) -> bool:
         return False
 
 
+AT_END = ("broadcasts",)  # the cell goes after the notebook's last cell, not before its setup cell
 ON_CLUSTER = ("solution", "tree-bytes", "runner-memory", "error-text")  # the Dask repeat: fewer, to stay quick
 
 
@@ -144,7 +147,7 @@ def place(ws, students=tuple(CASES)) -> None:
     honest = solution()
     for student in students:
         code = CASES[student][0]
-        add_submission(ws, student, ASSIGNMENT, with_attack(honest, code) if code else honest)
+        add_submission(ws, student, ASSIGNMENT, with_attack(honest, code, student not in AT_END) if code else honest)
 
 
 def check_results(ws, results: dict, where: str) -> None:

@@ -11,8 +11,11 @@ has every cell's outputs in order, so nbgrader's scoring and the feedback work u
 
 What the kernel's own cells send is bounded here, on the trusted side, whatever the kernel's
 guard did: a message larger than KERNEL_MESSAGE_CAP makes ZeroMQ drop the kernel's connection
-(the message is lost, nothing is read), at most KERNEL_QUEUE messages wait to be read, and
-outputs past OUTPUT_CAP bytes (as JSON) in a notebook are discarded with a note. With the
+(nothing of it is read; ZeroMQ does not reconnect after such an error, so the kernel's later
+broadcasts are lost too and each later cell waits nbclient's iopub timeout: a kernel's guard keeps
+an honest notebook's output under `Limits.output_kb`, 2 MiB, far below the cap), at most
+KERNEL_QUEUE messages wait to be read, and outputs past OUTPUT_CAP bytes (as JSON) in a notebook
+are discarded with a note. With the
 runner's caps (autograder.boundary.runner) an executed notebook stays well under 10 MiB.
 """
 from __future__ import annotations
@@ -24,9 +27,12 @@ import signal
 import subprocess
 import sys
 
+import zmq
+from jupyter_client import AsyncKernelManager
 from nbformat.notebooknode import from_dict
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
+from traitlets import default
 
 ENV = "AUTOGRADER_SPLIT"
 KERNEL_MESSAGE_CAP = 4 << 20  # bytes of one message of the kernel that nbgrader's client reads
@@ -113,6 +119,27 @@ class TrustedRunner:
             self.process.wait()
 
 
+def _capped(context: zmq.Context) -> zmq.Context:
+    """`context`, whose new sockets read messages of at most KERNEL_MESSAGE_CAP bytes, KERNEL_QUEUE queued."""
+    context.setsockopt(zmq.MAXMSGSIZE, KERNEL_MESSAGE_CAP)
+    context.setsockopt(zmq.RCVHWM, KERNEL_QUEUE)
+    return context
+
+
+class CappedKernelManager(AsyncKernelManager):
+    """nbclient's kernel manager, whose sockets and whose clients' sockets (every socket the grader
+    reads the kernel on) take messages up to KERNEL_MESSAGE_CAP."""
+
+    @default("context")
+    def _context_default(self):
+        return _capped(super()._context_default())
+
+    def client(self, **kwargs):
+        kc = super().client(**kwargs)
+        _capped(kc.context)  # before its channels start: a client makes its own context
+        return kc
+
+
 class SplitExecute(Execute):
     """Execute, with the course's test cells run by the trusted runner.
 
@@ -133,13 +160,9 @@ class SplitExecute(Execute):
             if self.runner is not None:
                 self.runner.close()
 
-    def create_kernel_manager(self):
-        import zmq
-
-        km = super().create_kernel_manager()
-        km.context.setsockopt(zmq.MAXMSGSIZE, KERNEL_MESSAGE_CAP)  # every socket the grader reads the kernel on
-        km.context.setsockopt(zmq.RCVHWM, KERNEL_QUEUE)
-        return km
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", CappedKernelManager)
+        super().__init__(*args, **kwargs)
 
     def process_message(self, msg, cell, cell_index):
         """nbclient's, with the outputs of the notebook's kernel cells kept up to OUTPUT_CAP."""
