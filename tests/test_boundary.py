@@ -450,20 +450,26 @@ agent.reply_frames = lambda number, tree, buffers: [number, b'["dict", []]', b"x
 
 
 @pytest.mark.parametrize("parts, reason", [(1, "larger than"), (3, "carries more than")])
-def test_a_reply_with_more_bytes_than_the_limit_is_refused_and_the_next_one_read(hostile_link, parts, reason):
+def test_a_reply_with_more_bytes_than_the_limit_is_refused_at_once(hostile_link, parts, reason):
     """One part past the limit: ZeroMQ drops the connection without reading it (the socket's monitor
-    says so at once); parts within it that add up past it: refused as they are read. Either way the
-    next reply is read as usual."""
+    says so at once) and the link reads no later answer (the runner interrupts the kernel); parts
+    within it that add up past it: refused as they are read, and the next reply is read as usual."""
     from autograder.boundary.runner_side import ReplyRefused
 
     limit = 1 << 20
     link = KernelLink(hostile_link.client, timeout=20, limits=Limits(bytes=limit))
     assert Handle(link, "double")([1]) == [2]
-    run_in_kernel(link, BIG_PART.replace('b"x" * %d', ", ".join([f'b"x" * {limit // 2 + limit // 2 * (parts == 1) + 1}'] * parts)))
+    size = limit + 1 if parts == 1 else limit // 2 + 1
+    run_in_kernel(link, BIG_PART.replace('b"x" * %d', ", ".join([f'b"x" * {size}'] * parts)))
     started = time.monotonic()
     with pytest.raises(ReplyRefused, match=reason):
         Handle(link, "double")([1])
     assert time.monotonic() - started < 10  # not the call's time limit (20 s)
+    if parts == 1:
+        assert link.closed and link.serving is not None  # the runner interrupts the kernel (Runner.run)
+        with pytest.raises(ReplyRefused, match="no later answer"):
+            Handle(link, "double")([1])
+        return
     run_in_kernel(link, "agent.reply_frames = lambda number, tree, buffers: [number, json.dumps(tree).encode(), *buffers]\n"
                         "import json")
     assert Handle(link, "double")([1]) == [2]

@@ -73,9 +73,8 @@ class Runner:
         self.stream_left = [STREAM_CAP]
 
     def start(self, connection: dict, names: list[str], timeout: float) -> dict:
-        from jupyter_client import BlockingKernelClient
-
         import zmq
+        from jupyter_client import BlockingKernelClient
 
         client = BlockingKernelClient()
         client.load_connection_info(connection)
