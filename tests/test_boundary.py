@@ -397,7 +397,7 @@ def test_a_tree_past_the_limits_is_refused_before_json_builds_it(monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("json.loads ran on a tree past the limits")
 
-    small = Limits(nodes=100, depth=4, frame=10_000)
+    small = Limits(nodes=100, depth=4, frame=10_000, scan_from=0)
     tree = json.dumps(encode(list(range(50)))[0]).encode()
     assert parse(tree, small) == json.loads(tree)
     monkeypatch.setattr(codec.json, "loads", never)
@@ -406,6 +406,9 @@ def test_a_tree_past_the_limits_is_refused_before_json_builds_it(monkeypatch):
                         (b"[" * 30 + b"]" * 30, "deep")]:
         with pytest.raises(OverLimit, match=reason):
             parse(raw, small)
+    monkeypatch.undo()
+    with pytest.raises(CodecError, match="not JSON"):  # a small tree is parsed at once; json.loads refuses the depth
+        parse(b"[" * 60_000 + b"]" * 60_000, Limits(scan_from=1 << 20))
 
 
 CUT = """
