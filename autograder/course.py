@@ -88,7 +88,8 @@ ASK_AGAIN = "ask the student to hand in the .ipynb file itself, from File \u2192
 
 # What the grader reads of a notebook file: the course's notebooks are under 0.3 MiB and 5,000 values
 # (brackets and commas) without outputs; outputs a student kept (images) add some, never this much.
-NOTEBOOK_BOUNDS = JsonBounds(bytes=64 << 20, values=2_000_000, depth=100)
+# A file of at most 1 MiB is not measured (5.6 ms of the 13.7 ms that reading 07 takes).
+NOTEBOOK_BOUNDS = JsonBounds(bytes=64 << 20, values=2_000_000, depth=100, scan_from=1 << 20)
 
 
 def _not_a_notebook(what: str) -> CourseError:

@@ -388,6 +388,18 @@ def test_json_is_measured_on_its_bytes_with_strings_taken_out():
     with pytest.raises(TooLarge, match="nests 4 deep"):
         check(b"[[[[]]]]", bounds, "it")
     check(b"[[[]]] [[[]]]", bounds, "it")  # depth is the deepest point, not the count
+    check(b"[[[[]]]]", JsonBounds(bytes=1000, values=10, depth=3, scan_from=8), "it")  # small: not measured
+    with pytest.raises(TooLarge, match="bytes"):
+        check(b" " * 1001, JsonBounds(bytes=1000, values=10, depth=3, scan_from=2000), "it")
+
+
+def test_a_hand_in_past_the_notebook_bounds_is_refused_before_it_is_parsed():
+    from autograder.course import CourseError, decode_notebook
+
+    with pytest.raises(CourseError, match="values.*outputs cleared"):
+        decode_notebook(b'{"cells": [], "nbformat": 4, "x": [' + b"[]," * 1_200_000 + b"[]]}")
+    with pytest.raises(CourseError, match="MiB.*outputs cleared"):
+        decode_notebook(b" " * (65 << 20))
 
 
 def test_a_tree_past_the_limits_is_refused_before_json_builds_it(monkeypatch):

@@ -145,11 +145,10 @@ def parse(raw: bytes, limits: Limits = Limits()):
     (a node is one list with a few items; each level of a value nests at most three lists deep).
     A tree of at most `limits.scan_from` bytes (every honest one: benchmarks/README.md) is parsed
     without the measure, which costs five times the parse; `decode` counts its nodes."""
-    if len(raw) > limits.scan_from:
-        try:
-            check(raw, JsonBounds(limits.frame, 8 * limits.nodes, 3 * limits.depth + 8), "the message's tree")
-        except TooLarge as exc:
-            raise OverLimit(str(exc)) from None
+    try:
+        check(raw, JsonBounds(limits.frame, 8 * limits.nodes, 3 * limits.depth + 8, limits.scan_from), "the message's tree")
+    except TooLarge as exc:
+        raise OverLimit(str(exc)) from None
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
