@@ -488,3 +488,19 @@ def test_a_reply_with_more_bytes_than_the_limit_is_refused_at_once(hostile_link,
     run_in_kernel(link, "agent.reply_frames = lambda number, tree, buffers: [number, json.dumps(tree).encode(), *buffers]\n"
                         "import json")
     assert Handle(link, "double")([1]) == [2]
+
+
+def test_a_runner_that_died_ends_its_hand_in_as_runner_stopped_with_no_points():
+    """The runner's death reaches the grader only as nbgrader's log (RunnerFailed, printed by
+    nbgrader): it is told apart from a failure of nbgrader's own and scores 0."""
+    import subprocess
+
+    from autograder.boundary.execute import RUNNER_DIED
+    from autograder.status import Run, decide_status, keeps_points
+    from autograder.workspace import RunnerStopped, _check_nbgrader
+
+    log = f"[AutogradeApp | ERROR] autograder.boundary.execute.RunnerFailed: {RUNNER_DIED}\n"
+    with pytest.raises(RunnerStopped):
+        _check_nbgrader(["autograde"], subprocess.CompletedProcess([], 1, log, ""))
+    status = decide_status(Run.RUNNER_STOPPED, [])
+    assert status == "runner-stopped" and not keeps_points(status)
