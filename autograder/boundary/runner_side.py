@@ -57,7 +57,10 @@ class ReplyRefused(BoundaryError):
 
 ERROR_CHARS = 2000            # of the message of an error the kernel reports (its agent cuts there too)
 PRINTED_CAP = 256 << 10       # characters the student's code may print during the test cells of one notebook
-MESSAGE_CAP = 256 << 10       # bytes of one kernel broadcast the runner reads (it keeps only printed text)
+# bytes of one kernel broadcast the runner reads: it sees every broadcast (a plot of the kernel's cells too),
+# and a larger one ends its subscription for good; a kernel's guard keeps an honest notebook's output
+# under 2 MiB in all (sandbox.Limits.output_kb)
+MESSAGE_CAP = 4 << 20
 
 
 class KernelLink:
