@@ -22,6 +22,9 @@ reschedules the task on another worker; a hand-in whose tasks killed workers too
 (`distributed.scheduler.allowed-failures`, 1 for `local:N`: two deaths) gets the status
 `crashed` and the rest of the batch goes on. The coordinator keeps no more hand-ins in
 flight than the workers have threads, so a worker holds only the hand-in it is grading.
+What a hand-in's kernel sends cannot take a worker down: the worker grades with the same
+bounded runner (its replies refused past the codec's limits, its data memory limited: status
+`boundary` or `runner-stopped`), so such a hand-in is not retried (tests/test_bounded.py).
 """
 from __future__ import annotations
 

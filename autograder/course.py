@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
+from autograder.jsonscan import JsonBounds, TooLarge, check
 from utils.cells import grade_id  # noqa: F401  (the cell model is utils.cells; course.grade_id for scripts and tests)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +86,12 @@ _MAGIC = [
 ASK_AGAIN = "ask the student to hand in the .ipynb file itself, from File \u2192 Download \u2192 .ipynb"
 
 
+# What the grader reads of a notebook file: the course's notebooks are under 0.3 MiB and 5,000 values
+# (brackets and commas) without outputs; outputs a student kept (images) add some, never this much.
+# A file of at most 1 MiB is not measured (5.6 ms of the 13.7 ms that reading 07 takes).
+NOTEBOOK_BOUNDS = JsonBounds(bytes=64 << 20, values=2_000_000, depth=100, scan_from=1 << 20)
+
+
 def _not_a_notebook(what: str) -> CourseError:
     return CourseError(f"the file is not a Jupyter notebook ({what}): {ASK_AGAIN}")
 
@@ -142,7 +149,14 @@ def decode_notebook(data: bytes) -> tuple[nbformat.NotebookNode, list[str]]:
     ids are added). Returns the notebook and one note per conversion (nothing is noted for
     a file saved the usual way). Only what is not a notebook raises a CourseError that
     says what to ask the student for. Cell sources and outputs are never changed."""
+    if len(data) > NOTEBOOK_BOUNDS.bytes:
+        raise CourseError(f"the file is {len(data) >> 20} MiB, more than the {NOTEBOOK_BOUNDS.bytes >> 20} MiB the grader "
+                          "reads: ask for it again with its outputs cleared (Edit > Clear All Outputs)")
     text, notes = _text(data)
+    try:
+        check(text.encode("utf-8", "surrogatepass"), NOTEBOOK_BOUNDS, "the notebook")
+    except TooLarge as exc:
+        raise CourseError(f"{exc}: ask for it again with its outputs cleared (Edit > Clear All Outputs)") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -34,7 +34,7 @@ from autograder.repair import affinity, repair
 from autograder.sandbox import Limits, Settings
 from autograder.scores import NotebookScore, read_scores
 from autograder.status import Finding, Kind, Run, decide_status, keeps_points
-from autograder.workspace import KernelDied, NotebookTimeout, Workspace, autograde
+from autograder.workspace import KernelDied, NotebookTimeout, RunnerStopped, Workspace, autograde
 from utils.cells import cell_hash, grade_id, is_test, label
 
 AUTOGRADE_ATTEMPTS = 3  # an nbgrader run that met a locked gradebook runs again (it is long)
@@ -169,6 +169,9 @@ def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: lis
         return Run.NOTEBOOK_TIMEOUT, f"the notebook ran past its {limits.notebook_timeout} s limit and was stopped"
     except KernelDied:
         return Run.CRASHED, "the kernel died"
+    except RunnerStopped:
+        return Run.RUNNER_STOPPED, (f"the trusted test runner died while it read what the kernel sent (its limit: "
+                                    f"{limits.runner_memory_mb} MiB of data memory)")
     except CourseError as exc:
         return Run.FAILED, _reason(str(exc))
     return Run.COMPLETED, ""
@@ -196,6 +199,8 @@ def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, lis
     """How many cells ran in the kernel (not counting the test cells `in_runner` ran), and what
     the outputs say about limits hit. The kernel's errors reach us as the names and texts of
     its error outputs."""
+    from autograder.boundary.execute import OUTPUT_CAP, OUTPUT_NOTE  # (it imports nbgrader)
+
     try:
         nb = nbformat.read(autograded, as_version=4)
     except Exception:
@@ -207,6 +212,10 @@ def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, lis
         if cell.metadata.get("nbgrader", {}).get("grade_id") not in in_runner:
             ran += cell.get("execution_count") is not None or bool(cell.get("outputs"))
         for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and str(out.get("text", "")).startswith(OUTPUT_NOTE):
+                if not any(f.kind is Kind.OUTPUT for f in found):
+                    found.append(Finding(Kind.OUTPUT, f"output: the grader kept the first {OUTPUT_CAP >> 20} MiB "
+                                                      f"of what the kernel's cells sent ({label(cell, index)} on)"))
             if out.get("output_type") != "error":
                 continue
             ename, evalue = out.get("ename", ""), str(out.get("evalue", ""))
@@ -216,6 +225,8 @@ def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, lis
                     found.append(Finding(Kind.CELL_TIMEOUT,
                                          f"timeout: {where} was stopped at the {limits.cell_timeout} s per-cell limit"))
             # torch says "can't allocate memory" / "not enough memory" in a RuntimeError's text: no type of its own
+            elif ename == "ReplyRefused":  # autograder.boundary.runner_side: over the grader's limits
+                found.append(Finding(Kind.BOUNDARY, f"boundary: {where}: {evalue[:300]}"))
             elif ename == "MemoryError" or "can't allocate memory" in evalue or "not enough memory" in evalue:
                 found.append(Finding(Kind.MEMORY, f"memory: {where} ran out of memory (limit {limits.memory_mb} MiB)"))
     return ran, found

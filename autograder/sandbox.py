@@ -73,6 +73,7 @@ class Limits:
     output_kb: int = _limit(2048, "KiB of text and display output a notebook may send, in total")
     file_mb: int = _limit(256, "MiB of the largest file a grading kernel may write (RLIMIT_FSIZE)")
     processes: int = _limit(128, "processes and threads of a grading kernel's user (RLIMIT_NPROC)")
+    runner_memory_mb: int = _limit(1536, "MiB of data memory of a hand-in's trusted test runner (RLIMIT_DATA); 0: none")
 
 
 @dataclass

@@ -22,9 +22,11 @@ STATUSES = {
     "wrong-assignment": ("the notebook belongs to another assignment; scored 0", False),
     "crashed": ("the kernel died (os._exit, a crash, a killed process); scored 0", False),
     "notebook-timeout": ("the notebook ran past its time limit and was stopped; scored 0", False),
+    "runner-stopped": ("the trusted test runner died on what the kernel sent (past its memory limit); scored 0", False),
     "cell-timeout": ("graded; a cell was stopped at the per-cell time limit, the other cells ran", True),
     "failed": ("nbgrader could not grade it; scored 0", False),
     "flagged": ("graded, but tampering was detected: review by hand", True),
+    "boundary": ("graded; an answer of the kernel past the grader's limits was refused (its test failed)", True),
     "memory-limit": ("graded; a cell ran out of memory", True),
     "output-limit": ("graded; output beyond the cap was discarded", True),
     "sandbox": ("graded; the sandbox refused network, fork or a hidden file", True),
@@ -40,6 +42,7 @@ class Run(Enum):
     WRONG_ASSIGNMENT = "wrong-assignment"
     CRASHED = "crashed"
     NOTEBOOK_TIMEOUT = "notebook-timeout"
+    RUNNER_STOPPED = "runner-stopped"
     FAILED = "failed"  # nbgrader failed, or recorded no score
     COMPLETED = "graded"
 
@@ -57,13 +60,14 @@ class Kind(Enum):
     NETWORK = "network"
     PROCESS = "process"
     HIDDEN_PATH = "hidden-path"
+    BOUNDARY = "boundary"                   # the runner refused a reply of the kernel (autograder.boundary)
 
 
 KIND_STATUS = {
     Kind.SUSPICIOUS_CODE: "flagged", Kind.TAMPER: "flagged", Kind.GARBLED_LOG: "flagged",
     Kind.GUARD_DISABLED: "flagged",
     Kind.CELL_TIMEOUT: "cell-timeout", Kind.MEMORY: "memory-limit", Kind.OUTPUT: "output-limit",
-    Kind.NETWORK: "sandbox", Kind.PROCESS: "sandbox", Kind.HIDDEN_PATH: "sandbox",
+    Kind.NETWORK: "sandbox", Kind.PROCESS: "sandbox", Kind.HIDDEN_PATH: "sandbox", Kind.BOUNDARY: "boundary",
 }
 
 

@@ -147,6 +147,10 @@ class KernelDied(CourseError):
     """The nbgrader run failed because the notebook's kernel died (os._exit, a crash, a kill)."""
 
 
+class RunnerStopped(CourseError):
+    """The nbgrader run failed because the hand-in's trusted test runner died (past its memory limit)."""
+
+
 class GradebookLocked(CourseError):
     """The nbgrader run failed on SQLite's "database is locked": another writer held the gradebook."""
 
@@ -232,6 +236,8 @@ def _check_nbgrader(args, proc: subprocess.CompletedProcess) -> subprocess.Compl
             raise GradebookLocked(text)
         if "DeadKernelError" in log or "kernel died" in log.lower():  # nbclient's exception, printed by nbgrader
             raise KernelDied(text)
+        if "the test runner died" in log:  # autograder.boundary.execute.RUNNER_DIED, printed by nbgrader
+            raise RunnerStopped(text)
         raise CourseError(text)
     return proc
 

@@ -311,9 +311,13 @@ SPLIT_STATUS = {"split-signals": "sandbox",
 
 def split_attack(nb, name: str):
     """`nb` with the attack `name`: a cell after the setup cell, or wrapped around every answer."""
-    code = SPLIT_ATTACKS[name]
+    return with_attack(nb, SPLIT_ATTACKS[name], after_setup=name != "split-signals")
+
+
+def with_attack(nb, code: str, after_setup: bool = True):
+    """`nb` with a cell of `code`; when it defines `_attack`, every answer function runs it first."""
     if "def _attack" not in code:
-        return with_cell(nb, code, after_setup=False if name == "split-signals" else True)
+        return with_cell(nb, code, after_setup=after_setup)
     nb = with_cell(nb, code)
     for cell in nb.cells:
         if is_answer(cell) and cell.cell_type == "code":

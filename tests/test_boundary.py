@@ -305,12 +305,12 @@ agent.reply_frames = lambda number, tree, buffers: [number, b"[" * 100000 + b"]"
 @pytest.mark.parametrize("tree, buffers, error", [
     ("['tensor', 'float32', [10**12], False, 'cpu', 0, None]", "[b'1234']", "elements|needs"),
     ("['pickle', 'gASVAAAAAAAAAAB9lC4=']", "[]", "unknown tag"),
-    ("['list', []]", "[]", "unreadable"),  # sent as JSON nested 100,000 deep (DEEP below)
+    ("['list', []]", "[]", "nests"),  # sent as JSON nested 100,000 deep (DEEP below)
     ("['list', [['int', '1']]]", "[]", "not a dict"),
 ])
 def test_a_forged_reply_is_refused_with_a_reason(hostile_link, tree, buffers, error):
     Handle(hostile_link, "double")([1])  # opens the comm
-    run_in_kernel(hostile_link, FORGE % (tree, buffers) + (DEEP if error == "unreadable" else ""))
+    run_in_kernel(hostile_link, FORGE % (tree, buffers) + (DEEP if error == "nests" else ""))
     with pytest.raises((CodecError, BoundaryError), match=error):
         Handle(hostile_link, "double")([1])
 
@@ -380,3 +380,134 @@ def test_a_kernel_whose_agent_never_connects_fails_the_call_with_a_reason(hostil
     with pytest.raises(BoundaryError, match="without an answer"):
         Handle(link, "double")([1])
     assert time.monotonic() - started < 10
+
+
+# -- limits before allocation (issue 42) ---------------------------------------------------
+def test_json_is_measured_on_its_bytes_with_strings_taken_out():
+    from autograder.jsonscan import JsonBounds, TooLarge, check
+
+    bounds = JsonBounds(bytes=1000, values=10, depth=3)
+    check(b'["[[[[,,,,,,,,,,,,", "\\"]]]"]', bounds, "it")  # brackets and commas inside strings are text
+    with pytest.raises(TooLarge, match="it is 1,001 bytes"):
+        check(b" " * 1001, bounds, "it")
+    with pytest.raises(TooLarge, match="about 12 values"):
+        check(b"[" + b"1," * 11 + b"1]", bounds, "it")
+    with pytest.raises(TooLarge, match="nests 4 deep"):
+        check(b"[[[[]]]]", bounds, "it")
+    check(b"[[[]]] [[[]]]", bounds, "it")  # depth is the deepest point, not the count
+    check(b"[[[[]]]]", JsonBounds(bytes=1000, values=10, depth=3, scan_from=8), "it")  # small: not measured
+    with pytest.raises(TooLarge, match="bytes"):
+        check(b" " * 1001, JsonBounds(bytes=1000, values=10, depth=3, scan_from=2000), "it")
+
+
+def test_a_hand_in_past_the_notebook_bounds_is_refused_before_it_is_parsed():
+    from autograder.course import CourseError, decode_notebook
+
+    with pytest.raises(CourseError, match="values.*outputs cleared"):
+        decode_notebook(b'{"cells": [], "nbformat": 4, "x": [' + b"[]," * 1_200_000 + b"[]]}")
+    with pytest.raises(CourseError, match="MiB.*outputs cleared"):
+        decode_notebook(b" " * (65 << 20))
+
+
+def test_a_tree_past_the_limits_is_refused_before_json_builds_it(monkeypatch):
+    from autograder.boundary import codec
+    from autograder.boundary.codec import OverLimit, parse
+
+    def never(*args, **kwargs):
+        raise AssertionError("json.loads ran on a tree past the limits")
+
+    small = Limits(nodes=100, depth=4, frame=10_000, scan_from=0)
+    tree = json.dumps(encode(list(range(50)))[0]).encode()
+    assert parse(tree, small) == json.loads(tree)
+    monkeypatch.setattr(codec.json, "loads", never)
+    for raw, reason in [(b'["str", "' + b"x" * 10_000 + b'"]', "bytes"),
+                        (b'["list", [' + b'["none"],' * 1000 + b'["none"]]]', "values"),
+                        (b"[" * 30 + b"]" * 30, "deep")]:
+        with pytest.raises(OverLimit, match=reason):
+            parse(raw, small)
+    monkeypatch.undo()
+    with pytest.raises(CodecError, match="not JSON"):  # a small tree is parsed at once; json.loads refuses the depth
+        parse(b"[" * 60_000 + b"]" * 60_000, Limits(scan_from=1 << 20))
+
+
+CUT = """
+import autograder.boundary.kernel_side as agent
+agent.Agent.answer = lambda self, tree, buffers: agent.encode({"value": 1, "printed": [["stdout", "p" * 300_000]]})
+"""
+
+
+def test_what_the_student_s_code_prints_in_the_test_cells_is_kept_up_to_a_cap(hostile_link):
+    from autograder.boundary.runner_side import PRINTED_CAP
+
+    Handle(hostile_link, "double")([1])
+    run_in_kernel(hostile_link, CUT)
+    hostile_link.outputs, hostile_link.printed = [], 0  # as a new notebook starts
+    for _ in range(3):
+        assert Handle(hostile_link, "double")([1]) == 1
+    kept = "".join(o["text"] for o in hostile_link.outputs if o["name"] == "stdout")
+    assert kept == "p" * PRINTED_CAP
+    assert "kept the first" in hostile_link.outputs[-1]["text"] and len(hostile_link.outputs) == 2  # the note once
+
+
+LONG_ERROR = """
+import autograder.boundary.kernel_side as agent
+agent.Agent.answer = lambda self, tree, buffers: agent.encode({"error": ["ValueError", "e" * 3_000_000]})
+"""
+
+
+def test_an_error_message_is_cut_on_the_runner_s_side(hostile_link):
+    from autograder.boundary.runner_side import ERROR_CHARS
+
+    Handle(hostile_link, "double")([1])
+    run_in_kernel(hostile_link, LONG_ERROR)
+    with pytest.raises(ValueError) as info:
+        Handle(hostile_link, "double")([1])
+    assert str(info.value) == "e" * ERROR_CHARS
+
+
+BIG_PART = """
+import autograder.boundary.kernel_side as agent
+agent.reply_frames = lambda number, tree, buffers: [number, b'["dict", []]', b"x" * %d]
+"""
+
+
+@pytest.mark.parametrize("parts, reason", [(1, "larger than"), (3, "carries more than")])
+def test_a_reply_with_more_bytes_than_the_limit_is_refused_at_once(hostile_link, parts, reason):
+    """One part past the limit: ZeroMQ drops the connection without reading it (the socket's monitor
+    says so at once) and the link reads no later answer (the runner interrupts the kernel); parts
+    within it that add up past it: refused as they are read, and the next reply is read as usual."""
+    from autograder.boundary.runner_side import ReplyRefused
+
+    limit = 1 << 20
+    link = KernelLink(hostile_link.client, timeout=20, limits=Limits(bytes=limit))
+    assert Handle(link, "double")([1]) == [2]
+    size = limit + 1 if parts == 1 else limit // 2 + 1
+    run_in_kernel(link, BIG_PART.replace('b"x" * %d', ", ".join([f'b"x" * {size}'] * parts)))
+    started = time.monotonic()
+    with pytest.raises(ReplyRefused, match=reason):
+        Handle(link, "double")([1])
+    assert time.monotonic() - started < 10  # not the call's time limit (20 s)
+    if parts == 1:
+        assert link.closed and link.serving is not None  # the runner interrupts the kernel (Runner.run)
+        with pytest.raises(ReplyRefused, match="no later answer"):
+            Handle(link, "double")([1])
+        return
+    run_in_kernel(link, "agent.reply_frames = lambda number, tree, buffers: [number, json.dumps(tree).encode(), *buffers]\n"
+                        "import json")
+    assert Handle(link, "double")([1]) == [2]
+
+
+def test_a_runner_that_died_ends_its_hand_in_as_runner_stopped_with_no_points():
+    """The runner's death reaches the grader only as nbgrader's log (RunnerFailed, printed by
+    nbgrader): it is told apart from a failure of nbgrader's own and scores 0."""
+    import subprocess
+
+    from autograder.boundary.execute import RUNNER_DIED
+    from autograder.status import Run, decide_status, keeps_points
+    from autograder.workspace import RunnerStopped, _check_nbgrader
+
+    log = f"[AutogradeApp | ERROR] autograder.boundary.execute.RunnerFailed: {RUNNER_DIED}\n"
+    with pytest.raises(RunnerStopped):
+        _check_nbgrader(["autograde"], subprocess.CompletedProcess([], 1, log, ""))
+    status = decide_status(Run.RUNNER_STOPPED, [])
+    assert status == "runner-stopped" and not keeps_points(status)

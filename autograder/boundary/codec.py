@@ -17,16 +17,21 @@ from the builtin types' and torch's own constructors, and refuses anything else 
 Every node is a list whose first item is its tag. Floats travel as `float.hex` (exact, and
 NaN and infinities survive JSON); ints as decimal strings. Limits (`Limits`) bound the depth,
 the number of nodes and the bytes, so a forged header ("10**12 elements", nesting a million
-deep) is refused before anything is allocated.
+deep) is refused before anything is allocated. `parse` reads a tree from its JSON bytes only
+after it has measured them (size, values, nesting: autograder.jsonscan), so no tree is built
+past the limits either. A value past a limit raises `OverLimit`, a kind of CodecError.
 """
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 import numpy
 import torch
+
+from autograder.jsonscan import JsonBounds, TooLarge, check
 
 TARGET = "course.boundary"  # the Jupyter comm target the kernel's agent answers on
 TENSOR_DTYPES = {
@@ -45,6 +50,10 @@ class CodecError(ValueError):
     """A message that is not valid data (the reason in words)."""
 
 
+class OverLimit(CodecError):
+    """A message past one of the limits (size, parts, nesting, bytes)."""
+
+
 @dataclass(frozen=True)
 class Ref:
     """An object held on the other side, named by its number in that side's table."""
@@ -55,11 +64,17 @@ class Ref:
 
 @dataclass(frozen=True)
 class Limits:
+    """The largest honest reply of the seven solutions (benchmarks/README.md, "What a kernel may
+    send") has a tree of 10,441 bytes and 934 nodes, and 165,056 bytes of buffers: each limit
+    leaves two hundred times that or more."""
+
     depth: int = 64
-    nodes: int = 2_000_000
-    bytes: int = 1 << 30          # all buffers of one message together
+    nodes: int = 200_000
+    bytes: int = 256 << 20        # all buffers of one message together
+    frame: int = 4 << 20          # the tree's JSON text
+    scan_from: int = 64 << 10     # a smaller tree is parsed at once: it cannot build more than a few MB
     int_digits: int = 4000        # Python's own limit for int("...") is 4300
-    str_chars: int = 64 << 20
+    str_chars: int = 4 << 20
 
 
 def encode(value, limits: Limits = Limits(), other=None) -> tuple[list, list[bytes]]:
@@ -75,7 +90,7 @@ def encode(value, limits: Limits = Limits(), other=None) -> tuple[list, list[byt
     def walk(v, depth: int):
         count[0] += 1
         if depth > limits.depth or count[0] > limits.nodes:
-            raise CodecError(f"the value is nested more than {limits.depth} deep or has more than {limits.nodes} parts")
+            raise OverLimit(f"the value is nested more than {limits.depth} deep or has more than {limits.nodes} parts")
         t = type(v)
         if v is None:
             return ["none"]
@@ -126,6 +141,22 @@ def _encode_tensor(v: torch.Tensor, buffer, walk, depth: int) -> list:
             None if grad is None else walk(grad, depth + 1)]
 
 
+def parse(raw: bytes, limits: Limits = Limits()):
+    """The tree of a message from its JSON text, read only when the text is within the limits:
+    `limits.frame` bytes, and the values and nesting that `limits.nodes` and `limits.depth` allow
+    (a node is one list with a few items; each level of a value nests at most three lists deep).
+    A tree of at most `limits.scan_from` bytes (every honest one: benchmarks/README.md) is parsed
+    without the measure, which costs five times the parse; `decode` counts its nodes."""
+    try:
+        check(raw, JsonBounds(limits.frame, 8 * limits.nodes, 3 * limits.depth + 8, limits.scan_from), "the message's tree")
+    except TooLarge as exc:
+        raise OverLimit(str(exc)) from None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise CodecError("the message's tree is not JSON") from None
+
+
 def decode(tree, buffers: list, limits: Limits = Limits(), resolve=None):
     """The value that `tree` and `buffers` describe, built only from the types above.
     `resolve(ref)` turns a `Ref` into this side's object (or raises CodecError)."""
@@ -133,7 +164,7 @@ def decode(tree, buffers: list, limits: Limits = Limits(), resolve=None):
         raise CodecError("the buffers are not a list of bytes")
     total = sum(len(memoryview(b)) for b in buffers)
     if total > limits.bytes:
-        raise CodecError(f"the message carries {total} bytes, more than the limit of {limits.bytes}")
+        raise OverLimit(f"the message carries {total} bytes, more than the limit of {limits.bytes}")
     count = [0]
 
     def take(index) -> memoryview:
@@ -144,7 +175,7 @@ def decode(tree, buffers: list, limits: Limits = Limits(), resolve=None):
     def walk(node, depth: int):
         count[0] += 1
         if depth > limits.depth or count[0] > limits.nodes:
-            raise CodecError(f"the value is nested more than {limits.depth} deep or has more than {limits.nodes} parts")
+            raise OverLimit(f"the value is nested more than {limits.depth} deep or has more than {limits.nodes} parts")
         if type(node) is not list or not node or type(node[0]) is not str:
             raise CodecError("a node that is not a tagged list")
         tag, args = node[0], node[1:]
@@ -153,7 +184,7 @@ def decode(tree, buffers: list, limits: Limits = Limits(), resolve=None):
         try:
             return _DECODERS[tag](args, walk, take, depth, limits, resolve)
         except (TypeError, ValueError, OverflowError, RecursionError) as exc:
-            if isinstance(exc, CodecError):
+            if isinstance(exc, CodecError):  # OverLimit too
                 raise
             raise CodecError(f"a malformed {tag} node ({exc})") from None
 
@@ -168,9 +199,10 @@ def _arity(args: list, n: int, tag: str) -> list:
 
 def _decode_int(args, walk, take, depth, limits, resolve):
     (text,) = _arity(args, 1, "int")
-    if type(text) is not str or len(text) > limits.int_digits:
-        raise CodecError("an int that is not a decimal string of at most "
-                         f"{limits.int_digits} digits")
+    if type(text) is not str:
+        raise CodecError("an int that is not a decimal string")
+    if len(text) > limits.int_digits:
+        raise OverLimit(f"an int of more than {limits.int_digits} digits")
     return int(text, 10)
 
 
@@ -187,8 +219,10 @@ def _hex(text) -> float:
 
 def _decode_str(args, walk, take, depth, limits, resolve):
     (text,) = _arity(args, 1, "str")
-    if type(text) is not str or len(text) > limits.str_chars:
+    if type(text) is not str:
         raise CodecError("a str node without a string")
+    if len(text) > limits.str_chars:
+        raise OverLimit(f"a str of more than {limits.str_chars} characters")
     return str(text)
 
 
@@ -225,7 +259,7 @@ def _shape(shape, limits: Limits) -> tuple[int, ...]:
     if type(shape) is not list or len(shape) > 32 or not all(type(n) is int and 0 <= n for n in shape):
         raise CodecError("a shape that is not a list of at most 32 sizes >= 0")
     if math.prod(shape) > limits.bytes:
-        raise CodecError(f"a shape {shape} with more elements than the limit allows")
+        raise OverLimit(f"a shape {shape} with more elements than the limit allows")
     return tuple(shape)
 
 

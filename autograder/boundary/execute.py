@@ -8,6 +8,15 @@ from the source notebook, in the workspace the kernel cannot see): a cell runs i
 only when its grade_id and its source are those of a locked or test cell of the source, so a
 cell the student added with copied metadata still runs in the kernel. The executed notebook
 has every cell's outputs in order, so nbgrader's scoring and the feedback work unchanged.
+
+What the kernel's own cells send is bounded here, on the trusted side, whatever the kernel's
+guard did: a message larger than KERNEL_MESSAGE_CAP makes ZeroMQ drop the kernel's connection
+(nothing of it is read; ZeroMQ does not reconnect after such an error, so the kernel's later
+broadcasts are lost too and each later cell waits nbclient's iopub timeout: a kernel's guard keeps
+an honest notebook's output under `Limits.output_kb`, 2 MiB, far below the cap), at most
+KERNEL_QUEUE messages wait to be read, and outputs past OUTPUT_CAP bytes (as JSON) in a notebook
+are discarded with a note. With the
+runner's caps (autograder.boundary.runner) an executed notebook stays well under 10 MiB.
 """
 from __future__ import annotations
 
@@ -18,11 +27,20 @@ import signal
 import subprocess
 import sys
 
+import zmq
+from jupyter_client import AsyncKernelManager
 from nbformat.notebooknode import from_dict
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
+from traitlets import default
 
 ENV = "AUTOGRADER_SPLIT"
+KERNEL_MESSAGE_CAP = 4 << 20  # bytes of one message of the kernel that nbgrader's client reads
+KERNEL_QUEUE = 256            # messages of the kernel ZeroMQ holds, per socket, until they are read
+OUTPUT_CAP = 3 << 20          # bytes (as JSON) of outputs the kernel's cells may add to one notebook
+OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error", "update_display_data")
+OUTPUT_NOTE = "[the grader discarded what the kernel sent past"  # the note, as autograder.grading finds it
+RUNNER_DIED = "the test runner died"  # in nbgrader's log: autograder.workspace tells it apart
 
 
 class RunnerFailed(Exception):
@@ -76,9 +94,9 @@ class TrustedRunner:
             self.requests.flush()
             line = self.replies.readline()
         except (BrokenPipeError, OSError) as exc:
-            raise RunnerFailed(f"the test runner died ({exc})") from None
+            raise RunnerFailed(f"{RUNNER_DIED} ({exc})") from None
         if not line:
-            raise RunnerFailed("the test runner died")
+            raise RunnerFailed(RUNNER_DIED)
         reply = json.loads(line)
         if "failed" in reply:
             raise RunnerFailed(f"the test runner failed: {reply['failed']}")
@@ -101,6 +119,27 @@ class TrustedRunner:
             self.process.wait()
 
 
+def _capped(context: zmq.Context) -> zmq.Context:
+    """`context`, whose new sockets read messages of at most KERNEL_MESSAGE_CAP bytes, KERNEL_QUEUE queued."""
+    context.setsockopt(zmq.MAXMSGSIZE, KERNEL_MESSAGE_CAP)
+    context.setsockopt(zmq.RCVHWM, KERNEL_QUEUE)
+    return context
+
+
+class CappedKernelManager(AsyncKernelManager):
+    """nbclient's kernel manager, whose sockets and whose clients' sockets (every socket the grader
+    reads the kernel on) take messages up to KERNEL_MESSAGE_CAP."""
+
+    @default("context")
+    def _context_default(self):
+        return _capped(super()._context_default())
+
+    def client(self, **kwargs):
+        kc = super().client(**kwargs)
+        _capped(kc.context)  # before its channels start: a client makes its own context
+        return kc
+
+
 class SplitExecute(Execute):
     """Execute, with the course's test cells run by the trusted runner.
 
@@ -111,6 +150,7 @@ class SplitExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self.course, self.runner, self.stopped = {"cells": {}, "names": []}, None, False
+        self.output_bytes, self.output_cut = 0, False
         if os.environ.get(ENV):  # else every cell runs in the kernel, as nbgrader's Execute does
             with open(os.environ[ENV], encoding="utf-8") as handle:
                 self.course = json.load(handle)
@@ -119,6 +159,22 @@ class SplitExecute(Execute):
         finally:
             if self.runner is not None:
                 self.runner.close()
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", CappedKernelManager)
+        super().__init__(*args, **kwargs)
+
+    def process_message(self, msg, cell, cell_index):
+        """nbclient's, with the outputs of the notebook's kernel cells kept up to OUTPUT_CAP."""
+        if msg.get("msg_type") in OUTPUT_TYPES:
+            self.output_bytes += len(json.dumps(msg.get("content"), default=str))
+            if self.output_bytes > OUTPUT_CAP:
+                if not self.output_cut:
+                    self.output_cut = True
+                    cell.outputs.append(new_output("stream", name="stderr",
+                                                   text=f"{OUTPUT_NOTE} {OUTPUT_CAP >> 20} MiB of output]\n"))
+                return None
+        return super().process_message(msg, cell, cell_index)
 
     def _course_cell(self, cell) -> dict | None:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")

@@ -28,7 +28,7 @@ import weakref
 
 import torch
 
-from autograder.boundary.codec import TARGET, CodecError, Limits, Ref, decode, encode, tensors_in
+from autograder.boundary.codec import TARGET, CodecError, Limits, OverLimit, Ref, decode, encode, parse, tensors_in
 
 BUILTIN_ERRORS = {
     cls.__name__: cls for cls in (
@@ -50,6 +50,19 @@ class NoAnswer(BoundaryError):
     """The kernel did not answer within the limit (the grader interrupts it)."""
 
 
+class ReplyRefused(BoundaryError):
+    """A reply of the kernel past the grader's limits, refused before it was read whole (the
+    hand-in's status is then `boundary`: autograder.grading)."""
+
+
+ERROR_CHARS = 2000            # of the message of an error the kernel reports (its agent cuts there too)
+PRINTED_CAP = 256 << 10       # characters the student's code may print during the test cells of one notebook
+# bytes of one kernel broadcast the runner reads: it sees every broadcast (a plot of the kernel's cells too),
+# and a larger one ends its subscription for good; a kernel's guard keeps an honest notebook's output
+# under 2 MiB in all (sandbox.Limits.output_kb)
+MESSAGE_CAP = 4 << 20
+
+
 class KernelLink:
     """Requests to the kernel's agent (autograder.boundary.kernel_side).
 
@@ -57,9 +70,14 @@ class KernelLink:
     comm that tells the agent its address. A cell's first request sends one comm message
     ("serve"); from then on each request is one round trip on the socket, [number, tree as
     JSON, buffers...], until `end()` at the end of the cell. Replies are numbered: one to
-    an earlier request (a call the grader gave up on) is dropped."""
+    an earlier request (a call the grader gave up on) is dropped.
 
-    def __init__(self, client, timeout: float = 60.0, limits: Limits = Limits(), output_cap: int = 1 << 20):
+    What the kernel sends is bounded before it is read: a part of a reply larger than
+    `limits.bytes` makes ZeroMQ drop the connection (seen on the socket's monitor), the tree
+    is measured before it is parsed (codec.parse), and what the student's code prints is kept
+    up to `output_cap` characters over all of the notebook's test cells."""
+
+    def __init__(self, client, timeout: float = 60.0, limits: Limits = Limits(), output_cap: int = PRINTED_CAP):
         import zmq
 
         self.client, self.timeout, self.limits, self.output_cap = client, timeout, limits, output_cap
@@ -69,6 +87,7 @@ class KernelLink:
         self.handles: weakref.WeakValueDictionary[int, Handle] = weakref.WeakValueDictionary()
         self.released: list[int] = []
         self.number, self.serving = 0, None
+        self.closed: str | None = None  # why the link reads no more answers (a reply was dropped unread)
         self.rng = None  # torch's RNG state as the kernel has it during this cell's requests
         self.socket = zmq.Context.instance().socket(zmq.PAIR)
         self.socket.linger = 0
@@ -77,6 +96,12 @@ class KernelLink:
             self.socket.bind(f"ipc://{os.path.abspath(client.ip)}-boundary-{self.comm_id[:8]}")
         else:
             self.socket.bind("tcp://127.0.0.1:*")
+        self.dropped = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.pollers = {}
+        for event in (zmq.POLLIN, zmq.POLLOUT):
+            self.pollers[event] = zmq.Poller()
+            self.pollers[event].register(self.socket, event)
+            self.pollers[event].register(self.dropped, zmq.POLLIN)
         self._send("comm_open", {"comm_id": self.comm_id, "target_name": TARGET,
                                  "data": {"address": self.socket.getsockopt_string(zmq.LAST_ENDPOINT)}})
 
@@ -87,6 +112,8 @@ class KernelLink:
 
     def request(self, fields: dict):
         """The kernel's decoded answer to one request, or the exception its code raised."""
+        if self.closed is not None:
+            raise ReplyRefused(f"{self.closed}; no later answer of your code is read")
         if self.released:
             fields["release"], self.released = self.released, []
         # torch's RNG state goes only where the kernel's is not ours; the kernel sends its own
@@ -107,10 +134,14 @@ class KernelLink:
         self._send_frames([number, json.dumps(tree).encode(), *buffers], deadline)
         frames = self._reply(number, deadline)
         try:
-            tree = json.loads(frames[0])
-        except (ValueError, RecursionError):
-            raise BoundaryError("an unreadable reply from the kernel") from None
-        reply = decode(tree, frames[1:], self.limits, self._handle)
+            reply = decode(parse(frames[0], self.limits), frames[1:], self.limits, self._handle)
+        except OverLimit as exc:
+            raise ReplyRefused(f"the grader refused your code's answer: {exc}") from None
+        except MemoryError:
+            raise ReplyRefused("the grader refused your code's answer: reading it needs more memory than "
+                               "the grader's runner may use") from None
+        except CodecError as exc:
+            raise BoundaryError(f"an unreadable reply from the kernel ({exc})") from None
         if type(reply) is not dict:
             raise BoundaryError("the kernel's reply is not a dict")
         self._printed(reply.get("printed"))
@@ -123,8 +154,8 @@ class KernelLink:
             error = reply["error"]
             if type(error) is not list or len(error) != 2 or not all(type(x) is str for x in error):
                 raise BoundaryError("a malformed error in the kernel's reply")
-            raise BUILTIN_ERRORS.get(error[0], KernelError)(f"{error[0]}: {error[1]}" if error[0] not in
-                                                            BUILTIN_ERRORS else error[1])
+            name, message = error[0][:100], error[1][:ERROR_CHARS]
+            raise BUILTIN_ERRORS.get(name, KernelError)(f"{name}: {message}" if name not in BUILTIN_ERRORS else message)
         return reply
 
     def _wait(self, event: int, deadline: float) -> None:
@@ -135,7 +166,13 @@ class KernelLink:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise NoAnswer(f"your code did not answer within {self.timeout:g} s")
-            if self.socket.poll(min(left, 0.5) * 1000, event):
+            ready = dict(self.pollers[event].poll(min(left, 0.5) * 1000))
+            if self.dropped in ready:  # the connection is not used again: the runner interrupts the kernel
+                self.dropped.recv_multipart()
+                self.closed = (f"the grader refused your code's answer: a part of it was larger than "
+                               f"{self.limits.bytes} bytes, or than the memory the grader's runner may use")
+                raise ReplyRefused(self.closed)
+            if self.socket in ready:
                 return
             if not self.client.is_alive():
                 raise BoundaryError("the kernel died")
@@ -165,7 +202,8 @@ class KernelLink:
                 if size > self.limits.bytes:
                     while self.socket.rcvmore:
                         self.socket.recv()
-                    raise BoundaryError("the kernel's reply is larger than the limit")
+                    raise ReplyRefused(f"the grader refused your code's answer: it carries more than "
+                                       f"{self.limits.bytes} bytes")
             if frames[0] == number and len(frames) >= 2:
                 return frames[1:]
 
@@ -209,9 +247,13 @@ class KernelLink:
             return
         for entry in printed:
             if type(entry) is list and len(entry) == 2 and entry[0] in ("stdout", "stderr") and type(entry[1]) is str:
+                room = self.output_cap - self.printed
                 self.printed += len(entry[1])
-                if self.printed <= self.output_cap:
-                    self.outputs.append({"name": entry[0], "text": entry[1]})
+                if room > 0:
+                    self.outputs.append({"name": entry[0], "text": entry[1][:room]})
+                if self.printed > self.output_cap >= self.printed - len(entry[1]):
+                    self.outputs.append({"name": "stderr", "text": f"\n[the grader kept the first {self.output_cap:,} "
+                                                                  "characters your code printed in the test cells]\n"})
 
     def _reference(self, value) -> Ref:
         if type(value) is Handle:
