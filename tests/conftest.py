@@ -57,8 +57,8 @@ LONGEST_FIRST = (
     "test_proofs.py::Test_07_transformer", "test_proofs.py::Test_01_tokenization_embeddings", "test_hostile.py",
     "test_student_side.py", "test_proofs.py::Test_04_seq2seq_attention",
     "test_proofs.py::Test_02_rnn_vanishing_gradients", "test_proofs.py::Test_05_self_attention", "test_demo.py",
-    "test_proofs.py::Test_06_masking", "test_cluster.py", "test_property.py", "test_proofs.py::Test_03_lstm",
-    "test_forkserver.py",
+    "test_proofs.py::Test_06_masking", "test_bounded.py", "test_cluster.py", "test_property.py",
+    "test_proofs.py::Test_03_lstm", "test_forkserver.py", "test_report.py",
 )
 
 
