@@ -254,30 +254,26 @@ def test_instructor_sees_every_assignment_in_the_formgrader(lab, page):
     _shot(page, "04_formgrader_assignments.png")
 
 
-def test_instructor_opens_the_class_report_and_its_plots_render(tmp_path):
+def test_instructor_opens_the_class_report_and_its_plots_render(browser, tmp_path):
     """Two graded hand-ins (the solution, the blank release), their class page opened from disk
-    with the network cut: every figure is decoded and drawn, none is a broken image."""
-    _browser_or_skip()
-    from playwright.sync_api import sync_playwright
-
+    with the network cut: every figure is decoded and drawn, none is a broken image. (The module's
+    browser is reused: a second Playwright inside the first one's event loop is refused.)"""
     ws = open_workspace(tmp_path / "ws")
     add_sources(ws, [QUICKEST_ASSIGNMENT])
     add_submission(ws, "ada", QUICKEST_ASSIGNMENT, course.solution_path(QUICKEST_ASSIGNMENT))
     add_submission(ws, "blank", QUICKEST_ASSIGNMENT, ws.release_path(QUICKEST_ASSIGNMENT))
     grade(ws, [QUICKEST_ASSIGNMENT], jobs=2)
     page_path, _ = write_report(ws, [QUICKEST_ASSIGNMENT], tmp_path / "report")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            context = chromium.new_context(offline=True, viewport={"width": 1400, "height": 1000})
-            tab = context.new_page()
-            tab.goto(page_path.as_uri())
-            images = tab.locator("img")
-            assert images.count() >= 3  # the heatmap, the histogram, the pass shares
-            sizes = tab.evaluate("() => Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
-            assert all(done and width > 100 and height > 50 for done, width, height in sizes), sizes
-            assert tab.locator("h2", has_text=QUICKEST_ASSIGNMENT).count() == 1
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            _shot(tab, "05_class_report.png")
-        finally:
-            chromium.close()
+    context = browser.new_context(offline=True, viewport={"width": 1400, "height": 1000})
+    try:
+        tab = context.new_page()
+        tab.goto(page_path.as_uri())
+        images = tab.locator("img")
+        assert images.count() >= 3  # the heatmap, the histogram, the pass shares
+        sizes = tab.evaluate("() => Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
+        assert all(done and width > 100 and height > 50 for done, width, height in sizes), sizes
+        assert tab.locator("h2", has_text=QUICKEST_ASSIGNMENT).count() == 1
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        _shot(tab, "05_class_report.png")
+    finally:
+        context.close()
