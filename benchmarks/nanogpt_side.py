@@ -69,6 +69,11 @@ def parse_log(lines: list[tuple[float, str]], tokens_per_iter: int, eval_interva
     }
 
 
+def eval_interval(max_iters: int | None) -> int:
+    """Steps between nanoGPT's evaluations: its configuration's 250, or four evaluations in a shortened run."""
+    return 250 if max_iters is None else max(1, max_iters // 4)
+
+
 def command(workdir: Path, max_iters: int | None, device: str, compile: bool, eval_iters: int,
             overrides: dict | None = None) -> list[str]:
     """nanoGPT's train.py with its shakespeare_char configuration; only what the comparison needs changed:
@@ -80,7 +85,7 @@ def command(workdir: Path, max_iters: int | None, device: str, compile: bool, ev
     if device == "cpu":
         cmd.append("--dtype=float32")  # nanoGPT's default float16 only makes sense with CUDA
     if max_iters is not None:
-        cmd += [f"--max_iters={max_iters}", f"--lr_decay_iters={max_iters}", f"--eval_interval={max(1, max_iters // 4)}",
+        cmd += [f"--max_iters={max_iters}", f"--lr_decay_iters={max_iters}", f"--eval_interval={eval_interval(max_iters)}",
                 f"--warmup_iters={min(100, max(1, max_iters // 10))}"]
     return cmd
 
@@ -108,9 +113,8 @@ def run(nanogpt_dir: Path, text_path: Path, max_iters: int | None = None, device
                     print("  nanoGPT", line.rstrip(), flush=True)
         if proc.returncode != 0:
             raise RuntimeError("nanoGPT's train.py failed; its last lines:\n" + "\n".join(l for _, l in lines[-15:]))
-    eval_interval = max(1, max_iters // 4) if max_iters is not None else 250
     sizes = {**SIZES, **(overrides or {})}
-    row = parse_log(lines, sizes["batch_size"] * sizes["block_size"], eval_interval)
+    row = parse_log(lines, sizes["batch_size"] * sizes["block_size"], eval_interval(max_iters))
     row.update(device=device, compile=compile, eval_batches=eval_iters, overrides=overrides or {},
                wall_time_s=round(time.perf_counter() - start, 1))
     return row

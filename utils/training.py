@@ -10,9 +10,9 @@ What the loop does for you:
   - an evaluation of the mean loss on both splits every `eval_every` steps, on the same
     `eval_batches` batches each time (a fixed generator), so the curve is comparable;
   - the gradient norm that step_fn returns (before clipping) recorded at every step;
-  - mixed precision chosen from the device (step_fn gets the precision and a gradient scaler): bf16 autocast on a GPU that computes in it natively
-    (compute capability 8.0 or newer), fp16 autocast with a gradient scaler on older GPUs
-    (a Colab T4), plain fp32 on the CPU;
+  - mixed precision chosen from the device, handed to step_fn with a gradient scaler: bf16 on a
+    GPU that computes in it natively (compute capability 8.0 or newer), fp16 with an enabled
+    scaler on older GPUs (a Colab T4), plain fp32 on the CPU;
   - optional `torch.compile`;
   - checkpoints written atomically (model, optimizer, scaler, step, every random generator,
     history), so that a Colab session that was cut off resumes exactly where it stopped:
