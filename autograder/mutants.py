@@ -42,10 +42,29 @@ from utils.cells import grade_id, is_answer
 
 KINDS = ("bug", "correct")
 REQUIRED = ("id", "assignment", "cell", "kind", "source")
-# The usual kinds of mistake (issue 27): a gradient cut where the output feeds training, an
-# argument changed in place, a float64 input computed in float32, a boundary case (ties,
-# empty or length-1 input, a batch of one), special tokens or capitals in token input.
-MISTAKES = ("gradient", "arguments", "dtype", "boundary", "special-tokens")
+# The kinds of mistake every graded code cell is audited for: a bug tagged with the kind, or a
+# reason in not_applicable/ why the cell cannot have it. The first five are issue 27's; the rest
+# are the kinds the held-out bugs of issue 41 fell into.
+MISTAKE_MEANINGS = {
+    "gradient": "a gradient cut where the output feeds training",
+    "arguments": "an argument changed in place",
+    "dtype": "a float64 input computed in float32, or the output's dtype changed",
+    "boundary": "a boundary case: empty or length-1 input, a batch of one, the first or last position",
+    "special-tokens": "special tokens or capitals in token input",
+    "aliasing": "an input, or a view of one, returned where new tensors are promised (often on the "
+                "path where nothing needs changing)",
+    "one-path-write": "an input changed in place for some argument values only (temperature 1, a k or p "
+                      "that keeps everything), or by an amount only a bit-exact comparison sees",
+    "partial-gradient": "every parameter still gets a gradient but one path is cut (a detached query, a "
+                        "state detached between steps): seen only against a reference's gradients",
+    "size-one": "B = 1 or T = 1 breaks an output, a stored attribute or a helper's output",
+    "ties": "the exact boundary of a selection: ties at the maximum, a threshold equal to a cumulative sum",
+    "tolerance": "a comparison looser than the stated tolerance (relative where an absolute one is stated, "
+                 "on large values)",
+    "input-domain": "an input the contract admits but the course's own code never passes (other or "
+                    "unsorted specials, regex metacharacters, an iterator, an empty list, the zero byte)",
+}
+MISTAKES = tuple(MISTAKE_MEANINGS)
 NOT_APPLICABLE_DIR = MUTANTS_DIR / "not_applicable"
 BASELINE = "solution"
 
