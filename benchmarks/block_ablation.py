@@ -47,7 +47,7 @@ def main() -> int:
             config = ns["TrainConfig"](max_steps=cfg["max_steps"], eval_every=cfg["eval_every"],
                                        eval_batches=cfg["eval_batches"], grad_clip=1.0, seed=seed, progress=False)
             history = ns["train"](model, ns["adamw"](model, cfg["max_lr"]), ns["char_batch"], ns["char_loss"], config,
-                                  lr_schedule=lambda s: ns["lr_at"](s, cfg["warmup_steps"], cfg["max_steps"],
+                                  step_fn=ns["train_step"], lr_schedule=lambda s: ns["lr_at"](s, cfg["warmup_steps"], cfg["max_steps"],
                                                                     cfg["max_lr"], cfg["min_lr"]))
             bits = [loss / math.log(2) for loss in history.eval_val_loss]
             trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -256,8 +256,8 @@ def kv_cache(args, device) -> None:
 
 
 MT_CELLS = ["setup", "LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Transformer", "lr_at",
-            "adamw_param_groups", "train_step", "c8-settings", "exp_char_data", "exp_char_train", "exp_mt_data",
-            "label_smoothed_loss"]
+            "adamw_param_groups", "train_step", "checkpoints", "count_parameters", "c8-settings", "exp_char_data",
+            "exp_char_train", "exp_mt_data", "label_smoothed_loss"]
 MT_RUN = ["exp_mt_train", "exp_mt_bleu", "exp_mt_beam_search"]
 
 
@@ -279,7 +279,7 @@ def translation(args, device) -> None:
 
     torch.set_num_threads(args.threads)
     ns = solution_namespace(NAME, MT_CELLS, stop_at={"exp_char_train": "torch.manual_seed(0)\nchar_gpt"})
-    ns.update(USE_MY_PARTS=False, long_run=False)   # section 7.5 off; no checkpoints to resume from
+    ns.update(USE_MY_PARTS=False, checkpoints=False)   # section 7.5 off; no checkpoints to resume from
     base, join = dict(ns["mt_cfg"]), ns["join_tokens"]
 
     def bleu(outputs, pairs):

@@ -14,17 +14,18 @@ What the loop does for you:
     GPU that computes in it natively (compute capability 8.0 or newer), fp16 with an enabled
     scaler on older GPUs (a Colab T4), plain fp32 on the CPU;
   - optional `torch.compile`;
-  - checkpoints written atomically (model, optimizer, scaler, step, every random generator,
-    history), so that a Colab session that was cut off resumes exactly where it stopped:
-    resuming gives the same weights as training without the interruption. A checkpoint also
-    records what wrote it (`run_fingerprint`: the parameters' names and shapes, the code of the
-    model's classes and of the loss and step functions, the optimizer's groups and the settings
-    that change the result); resuming refuses a checkpoint of another run and says how to start
-    fresh (`CheckpointMismatch`), instead of training on, or sampling from, stale weights;
+  - checkpoints at every evaluation, through the save and load functions you pass (notebook 07's
+    save_checkpoint and load_checkpoint, which students write: this module has none of its own),
+    so that a Colab session that was cut off resumes where it stopped. The loop hands them what a
+    run is (model, optimizer, scaler, step, history, the batches' generator) and the run's
+    fingerprint (`run_fingerprint`: the parameters' names and shapes, the code of the model's
+    classes and of the loss and step functions, the optimizer's groups and the settings that
+    change the result), so that a checkpoint of another run can be refused (`CheckpointMismatch`,
+    `fingerprint_differences`) instead of training on, or sampling from, stale weights;
   - the best checkpoint kept beside the last one (`best_checkpoint_path`): the weights of the
     evaluation with the lowest validation loss.
 
-Your code supplies three functions:
+Your code supplies three functions, and two more with a checkpoint path:
   get_batch(split, generator) -> batch   split is "train" or "val"; draw random numbers
                                          only from `generator` (the loop saves its state)
   loss_fn(model, batch) -> scalar loss   the mean loss of the batch
@@ -32,6 +33,9 @@ Your code supplies three functions:
                                          one optimizer step: notebook 07's train_step, which
                                          students write (this module has none of its own); the
                                          loop sets the learning rate before calling it
+  save_fn(path, model, optimizer, scaler, step, history, generator, fingerprint)
+  load_fn(path, model, optimizer, scaler, generator, fingerprint) -> (step, history)
+                                         notebook 07's save_checkpoint and load_checkpoint
 Tokens per second count `batch[0].numel()` tokens per step (the inputs), or
 `config.tokens_per_batch` when that is set.
 """
@@ -40,9 +44,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import os
 import random
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,8 +54,8 @@ import torch
 
 __all__ = [
     "TrainConfig", "History", "choose_precision", "native_bf16", "device_precision", "autocast", "make_scaler",
-    "unwrap", "rng_state", "set_rng_state", "CheckpointMismatch", "run_fingerprint", "best_checkpoint_path",
-    "save_checkpoint", "load_checkpoint", "count_tokens",
+    "unwrap", "rng_state", "set_rng_state", "CheckpointMismatch", "run_fingerprint", "fingerprint_differences",
+    "best_checkpoint_path", "count_tokens",
     "evaluate", "train", "plot_history", "PEAK_FLOPS", "peak_flops",
 ]
 
@@ -246,7 +248,9 @@ def run_fingerprint(model, optimizer, config: TrainConfig | None = None, *functi
             "optimizer": [type(optimizer).__name__, groups] if optimizer is not None else None, "settings": settings}
 
 
-def _differences(saved: dict | None, current: dict) -> list[str]:
+def fingerprint_differences(saved: dict | None, current: dict) -> list[str]:
+    """What differs between the fingerprint a checkpoint recorded and the run's own (run_fingerprint),
+    in words, one item per part; an empty list when the checkpoint belongs to this run."""
     if not saved:
         return ["it records no fingerprint (an older version of the course wrote it)"]
     what = {"parameters": "the model's parameters (names or shapes)",
@@ -259,67 +263,6 @@ def best_checkpoint_path(path) -> Path:
     """Where the best checkpoint of a run lies: beside `path`, with `.best` before the suffix."""
     path = Path(path)
     return path.with_name(f"{path.stem}.best{path.suffix}")
-
-
-def save_checkpoint(path, model, optimizer, scaler, step: int, history: History,
-                    generator: torch.Generator | None = None, config: TrainConfig | None = None,
-                    fingerprint: dict | None = None) -> Path:
-    """Write a checkpoint atomically: to a temporary file in the same folder, then rename.
-
-    A session killed while writing leaves the previous checkpoint intact, never half a file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    state = {
-        "model": unwrap(model).state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scaler": scaler.state_dict() if scaler is not None else None,
-        "step": step,
-        "rng": rng_state(generator),
-        "history": history.state_dict(),
-        "config": asdict(config) if config is not None else None,
-        "fingerprint": fingerprint,
-    }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def load_checkpoint(path, model, optimizer=None, scaler=None,
-                    generator: torch.Generator | None = None, fingerprint: dict | None = None) -> tuple[int, History]:
-    """Restore what save_checkpoint wrote, on any device; returns (step, history).
-
-    Everything is read to the CPU, wherever it was written: load_state_dict copies the weights
-    and the optimizer's moments onto the devices of the model's parameters, and the random
-    generators' states must be CPU tensors (read onto a GPU, resuming there would fail).
-    With `fingerprint` (run_fingerprint of the run that resumes), a checkpoint written by another
-    run raises CheckpointMismatch, which says what differs and how to start fresh; nothing is loaded.
-    """
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    if fingerprint is not None:
-        differences = _differences(state.get("fingerprint"), fingerprint)
-        if differences:
-            raise CheckpointMismatch(
-                f"{path} was written by another run, so its weights do not belong to this one: "
-                + "; ".join(differences) + ". Start fresh: delete that file (and "
-                f"{best_checkpoint_path(path).name} beside it), or train with TrainConfig(resume=False); "
-                "to continue that run instead, undo the change.")
-    unwrap(model).load_state_dict(state["model"])
-    if optimizer is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    if scaler is not None and state.get("scaler"):
-        scaler.load_state_dict(state["scaler"])
-    set_rng_state(state["rng"], generator)
-    return state["step"], History.from_state_dict(state["history"])
 
 
 # --------------------------------------------------------------------------- the loop
@@ -368,6 +311,8 @@ def train(
     device=None,
     *,
     step_fn: Callable,
+    save_fn: Callable | None = None,
+    load_fn: Callable | None = None,
 ) -> History:
     """Train `model` for `config.max_steps` optimizer steps; returns the History.
 
@@ -376,9 +321,15 @@ def train(
     a checkpoint of another run raises CheckpointMismatch. The checkpoint of the evaluation with
     the lowest validation loss is kept at best_checkpoint_path(config.checkpoint_path).
     step_fn(model, batch, loss_fn, optimizer, scaler, precision, grad_clip) -> (loss, grad_norm)
-    takes one optimizer step (notebook 07's train_step).
+    takes one optimizer step (notebook 07's train_step). With a checkpoint path, save_fn and load_fn
+    write and read the checkpoints (notebook 07's save_checkpoint and load_checkpoint; see the module's
+    docstring); load_fn raises CheckpointMismatch for a checkpoint of another run.
     The model should already be on `device` (default: the device of its parameters).
     """
+    if config.checkpoint_path and (save_fn is None or load_fn is None):
+        raise TypeError(f"train: checkpoint_path is {config.checkpoint_path!r}, so pass save_fn=save_checkpoint and "
+                        "load_fn=load_checkpoint (notebook 07's), or set checkpoint_path=None to train without "
+                        "checkpoints.")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     precision = device_precision(device, config.precision)
     scaler = make_scaler(device, precision)
@@ -386,7 +337,8 @@ def train(
     fingerprint = run_fingerprint(model, optimizer, config, loss_fn, step_fn)
     history, step = History(), 0
     if config.checkpoint_path and config.resume and Path(config.checkpoint_path).exists():
-        step, history = load_checkpoint(config.checkpoint_path, model, optimizer, scaler, generator, fingerprint)
+        step, history = load_fn(config.checkpoint_path, model, optimizer, scaler, generator, fingerprint)
+        step = int(step)
         print(f"resumed from {config.checkpoint_path} at step {step}")
         if step >= config.max_steps:
             print(f"nothing to train: the checkpoint is at step {step} and max_steps is {config.max_steps}; "
@@ -413,12 +365,11 @@ def train(
                 if config.stop_at_val_loss is not None and losses["val"] <= config.stop_at_val_loss:
                     last = True  # the target is reached: the checkpoint below if asked, then stop
                 if config.checkpoint_path and history.best_step == step:
-                    save_checkpoint(best_checkpoint_path(config.checkpoint_path), model, optimizer, scaler, step,
-                                    history, generator, config, fingerprint)
+                    save_fn(best_checkpoint_path(config.checkpoint_path), model, optimizer, scaler, step, history,
+                            generator, fingerprint)
             if (config.checkpoint_path and step > start_step and checkpoint_every
                     and (step % checkpoint_every == 0 or last)):
-                save_checkpoint(config.checkpoint_path, model, optimizer, scaler, step, history, generator, config,
-                                fingerprint)
+                save_fn(config.checkpoint_path, model, optimizer, scaler, step, history, generator, fingerprint)
             if last:
                 break
 
