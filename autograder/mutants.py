@@ -141,13 +141,26 @@ def load_catalogs(paths: list[Path]) -> list[Mutant]:
     return mutants
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last silently,
+    so a merged file could hide a cell's reasons under another cell)."""
+
+    def construct_mapping(self, node, deep=False):
+        keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
+        for key in keys:
+            if keys.count(key) > 1:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} appears twice",
+                                                        node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_not_applicable(assignment: str) -> dict[str, dict[str, str]]:
     """cell → {mistake: why it cannot be made there}, from not_applicable/<assignment>.yaml."""
     path = NOT_APPLICABLE_DIR / f"{assignment}.yaml"
     if not path.is_file():
         return {}
     try:
-        found = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        found = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
     except yaml.YAMLError as exc:
         raise CourseError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(found, dict) or not all(isinstance(v, dict) for v in found.values()):

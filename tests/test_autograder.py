@@ -138,6 +138,10 @@ def test_coverage_gaps_name_cells_without_a_bug_of_a_kind_and_false_reasons(tmp_
     (tmp_path / f"{name}.yaml").write_text("- a list\n")
     with pytest.raises(CourseError, match="expected cell"):
         mutants.coverage_gaps(name, [])
+    # a reason given twice (as a merge can leave one cell's reasons under another cell) is refused, not lost
+    (tmp_path / f"{name}.yaml").write_text("char_tokenize:\n  gradient: a\n  dtype: b\n  gradient: c\n")
+    with pytest.raises(CourseError, match="'gradient' appears twice"):
+        mutants.coverage_gaps(name, [])
 
 
 def test_leak_detection_finds_markers_and_solution_text():
