@@ -49,7 +49,8 @@ def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
 
 def train_incremental(text: str, num_merges: int, special_tokens, pretokenize) -> tuple[list, dict]:
     """train_byte_bpe's rules (see the notebook), with pair counts kept up to date between rounds."""
-    pieces = re.split("|".join(map(re.escape, special_tokens)), text) if special_tokens else [text]
+    longest_first = sorted(special_tokens, key=len, reverse=True)  # of two specials at one position, the longest
+    pieces = re.split("|".join(map(re.escape, longest_first)), text) if special_tokens else [text]
     chunk_counts = Counter(tuple(chunk.encode("utf-8")) for piece in pieces for chunk in pretokenize(piece))
     chunks = [list(ids) for ids in chunk_counts]
     weights = list(chunk_counts.values())
