@@ -42,6 +42,8 @@ import sys
 import tempfile
 import traceback
 
+from autograder.waiting import readable_within
+
 ADDRESS_ENV = "AUTOGRADER_FORKSERVER_ADDRESS"  # set by the runner for the launchers it starts
 SWITCH_ENV = "AUTOGRADER_FORKSERVER"
 # What a grading kernel imports anyway, slowest first. ipykernel.debugger (debugpy, 0.18 s) is
@@ -102,7 +104,7 @@ def address_for(env: dict) -> str | None:
         )
         _server.update(env=wanted, address=address, proc=proc)
         # It says when it listens (before its imports: launchers that come early wait for them).
-        if not select.select([proc.stdout], [], [], BIND_TIMEOUT_S)[0] or proc.stdout.readline() != b"listening\n":
+        if not readable_within(proc.stdout, BIND_TIMEOUT_S) or proc.stdout.readline() != b"listening\n":
             _stop()
             return None
     return _server["address"]

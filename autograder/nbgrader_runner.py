@@ -26,13 +26,14 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from autograder.waiting import readable_within
 
 MAX_COMMANDS = 400
 START_TIMEOUT_S = 300  # importing nbgrader on a loaded machine
@@ -66,7 +67,7 @@ class Runner:
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if left == 0.0 or not select.select([fd], [], [], left)[0]:
+            if left == 0.0 or not readable_within(fd, left):
                 raise TimeoutError
             chunk = os.read(fd, 65536)
             if not chunk:

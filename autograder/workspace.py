@@ -287,6 +287,15 @@ def hidden_paths(ws: Workspace) -> list[str]:
     return [str(Path(p).resolve()) for p in paths]
 
 
+def _private_file(ws: Workspace, prefix: str, suffix: str, data: bytes) -> Path:
+    """A new file in the workspace's root holding `data`, readable by this user only (its
+    descriptor closed: a long grading session must not keep one per hand-in)."""
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=ws.root)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+    return Path(path)
+
+
 def autograde(
     ws: Workspace,
     student: str,
@@ -309,13 +318,13 @@ def autograde(
     from autograder.boundary.execute import course_cells  # (it imports nbgrader)
 
     # The test cells run in the trusted runner (autograder.boundary): which cells are the course's.
-    course = Path(tempfile.mkstemp(prefix=".course-cells-", suffix=".json", dir=ws.root)[1])
-    course.write_text(json.dumps({**course_cells(read_notebook(ws.source_path(assignment))),
-                                  "stop_after_failed_test": verdict_only}))
+    cells = json.dumps({**course_cells(read_notebook(ws.source_path(assignment))),
+                        "stop_after_failed_test": verdict_only})
     key = os.urandom(32)  # the guard signs its log with it: lines the notebook writes are seen
-    key_file = Path(tempfile.mkstemp(prefix=".guard-", suffix=".key", dir=ws.root)[1])
+    course = key_file = None
     try:
-        key_file.write_bytes(key)
+        course = _private_file(ws, ".course-cells-", ".json", cells.encode())
+        key_file = _private_file(ws, ".guard-", ".key", key)
         os.chmod(base, 0o711)  # kernels (another user) reach their own folders, never list them
         (base / "runtime").mkdir()
         settings.base, settings.hide = str(base), settings.hide or hidden_paths(ws)
@@ -331,7 +340,8 @@ def autograde(
             if keep is not None:
                 keep.extend(read_guard_logs(base, key))
     finally:
-        key_file.unlink(missing_ok=True)
-        course.unlink(missing_ok=True)
+        for path in (key_file, course):
+            if path is not None:
+                path.unlink(missing_ok=True)
         if not os.environ.get("AUTOGRADER_KEEP_SANDBOX"):  # for debugging the sandbox
             shutil.rmtree(base, ignore_errors=True)

@@ -159,6 +159,18 @@ def test_grading_again_with_one_job_gives_the_same_scores(batch):
         before = {c.name: c.score for c in results[student].score.cells}
         assert {c.name: c.score for c in r.score.cells} == before, student
         assert r.status == results[student].status
+    # Nothing of the grading stays open in this process (an instructor's long session, a
+    # cluster worker): once it kept two deleted files per hand-in, and then select() refused
+    # the 1024th descriptor.
+    still_open = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(ws.root)):
+            still_open.append(target)
+    assert not still_open, f"{len(still_open)} files of the workspace still open after grading, e.g. {still_open[:3]}"
 
 
 def test_on_a_dask_cluster_every_case_ends_as_with_jobs_2(batch, tmp_path):

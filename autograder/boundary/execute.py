@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from nbformat.notebooknode import from_dict
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import default
+
+from autograder.waiting import readable_within
 
 ENV = "AUTOGRADER_SPLIT"
 KERNEL_MESSAGE_CAP = 4 << 20  # bytes of one message of the kernel that nbgrader's client reads
@@ -109,7 +110,7 @@ class TrustedRunner:
             self.requests.close()
         except OSError:
             pass
-        if not select.select([self.replies], [], [], 10)[0]:
+        if not readable_within(self.replies, 10):
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
