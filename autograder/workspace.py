@@ -311,9 +311,15 @@ def autograde(
     scoring 0: for the mutant harness, never for a student's grade."""
     settings = settings or Settings()
     # A cell's output that stops flowing (a flood cut by the cap, a killed child) must not
-    # fail the whole notebook: raise_on_iopub_timeout off.
+    # fail the whole notebook: raise_on_iopub_timeout off. Once the last cell has run, the kernel
+    # is killed, not asked to shut down: nothing of it is needed any more (the guard's log is
+    # written line by line), the hand-in's own exit handlers never run, and ipykernel 7 sometimes
+    # hangs in its shutdown (its control thread publishes "idle" to the IOPub thread that has
+    # just stopped, and the main thread waits for it), which cost 3.1 s in about one hand-in in
+    # five until jupyter_client's SIGTERM (benchmarks/README.md, issue 44).
     args = ["autograde", assignment, "--force", f"--Execute.timeout={settings.limits.cell_timeout}",
-            "--Execute.raise_on_iopub_timeout=False", "--KernelManager.transport=ipc", f"--student={student}"]
+            "--Execute.raise_on_iopub_timeout=False", "--Execute.shutdown_kernel=immediate",
+            "--KernelManager.transport=ipc", f"--student={student}"]
     base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
     from autograder.boundary.execute import course_cells  # (it imports nbgrader)
 
