@@ -228,10 +228,13 @@ def _supervise(conn: socket.socket) -> None:
             except OSError:
                 conn.send(FALLBACK)  # the launcher starts the kernel the usual way
                 return
+        parent_alive, keep_alive = os.pipe()  # end of file for the kernel once this process ends
         kernel = os.fork()
         if kernel == 0:
             conn.close()
-            _run_kernel(request, isolated)  # never returns
+            os.close(keep_alive)
+            _run_kernel(request, isolated, parent_alive)  # never returns
+        os.close(parent_alive)
         conn.send(STARTED)
         code = _watch(conn, kernel)
         conn.send(str(code).encode())
@@ -313,13 +316,13 @@ def _watch(conn: socket.socket, kernel: int) -> int:
                 os._exit(0)
 
 
-def _run_kernel(request: dict, isolated: bool) -> None:
+def _run_kernel(request: dict, isolated: bool, parent_alive: int) -> None:
     """The kernel process: what the launcher's `inner` does in a new interpreter."""
     from autograder import sandbox
 
     code = 0
     try:
-        sandbox.die_with_parent()
+        sandbox.die_with_parent(parent_alive)
         if isolated:
             sandbox.mount_proc()
             os.environ["AUTOGRADER_IN_NAMESPACE"] = "1"

@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from autograder.waiting import readable_within
+
 ENV = "AUTOGRADER_SANDBOX"
 KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHSEED", "PYTHONWARNINGS", "NBGRADER_EXECUTION",
@@ -203,10 +205,19 @@ def _lock_mounts() -> None:
             f.write(text)
 
 
-def die_with_parent() -> None:
-    """SIGKILL this process when its parent ends (and now, if it has ended already)."""
+def die_with_parent(parent_alive: int | None = None) -> None:
+    """SIGKILL this process when its parent ends (and now, if it has ended already).
+
+    `parent_alive`: the read end of a pipe whose only write end the parent holds (then closed
+    here): end of file on it means the parent has ended. getppid() cannot tell that inside a new
+    PID namespace (it is 0 there while the parent lives), so a kernel forked as PID 1 of one needs
+    the pipe: else a supervisor that ended before this call left a kernel behind for good."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:
+    ended = os.getppid() == 1
+    if parent_alive is not None:
+        ended = ended or readable_within(parent_alive, 0)
+        os.close(parent_alive)
+    if ended:
         os._exit(1)
 
 

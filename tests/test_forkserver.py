@@ -182,6 +182,39 @@ def test_a_kernel_dies_with_its_launcher(server, tmp_path):
         time.sleep(0.2)
 
 
+ORPHAN = r"""
+import ctypes, os, sys, time
+from autograder.sandbox import die_with_parent
+# This process adopts orphans (PR_SET_CHILD_SUBREAPER): its grandchild's getppid() is then neither
+# 1 nor its parent's, as a kernel's is inside a new PID namespace (0).
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+if os.fork() == 0:  # the supervisor
+    parent_alive, keep_alive = os.pipe()
+    if os.fork() == 0:  # the kernel
+        os.close(keep_alive)
+        time.sleep(0.5)  # the supervisor has ended by now: a death signal set from here on never comes
+        die_with_parent(parent_alive if sys.argv[2] == "pipe" else None)
+        open(sys.argv[1], "w").write("survived")
+        time.sleep(5)
+    os._exit(0)
+time.sleep(1.5)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+"""
+
+
+def test_a_process_whose_parent_ended_before_it_asked_to_die_with_it_ends(tmp_path):
+    """What a kernel forked as PID 1 of a new PID namespace relies on: its getppid() is 0 there
+    while its supervisor lives, so only the pipe tells it that the supervisor ended before it set
+    its death signal (else the kernel would stay, ignoring SIGTERM as a namespace's init does)."""
+    marker = tmp_path / "survived"
+    subprocess.run([sys.executable, "-c", ORPHAN, str(marker), "pipe"], cwd=REPO_ROOT, check=True, timeout=60)
+    assert not marker.exists(), "the kernel outlived its supervisor"
+
+
 def test_two_hand_ins_differ_only_in_what_a_fork_server_serves_them_all(tmp_path, monkeypatch):
     """A fork server is started again whenever the environment of a hand-in's nbgrader run
     differs in a variable outside PER_RUN: every variable that differs between two hand-ins
