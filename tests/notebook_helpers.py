@@ -43,6 +43,7 @@ def execute(nb, cwd, env: dict | None = None, timeout: int = 120):
     client = nbclient.NotebookClient(
         nb, km=KernelManager(kernel_name="python3", kernel_spec_manager=specs), timeout=timeout,
         allow_errors=True, resources={"metadata": {"path": str(cwd)}},
+        shutdown_kernel="immediate",  # ipykernel 7 sometimes hangs in a graceful shutdown (3 s until SIGTERM)
     )
     client.execute(env=env)
     return nb
