@@ -25,9 +25,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from queue import Empty
 
 import zmq
-from jupyter_client import AsyncKernelManager
+from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from nbformat.notebooknode import from_dict
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
@@ -127,13 +129,47 @@ def _capped(context: zmq.Context) -> zmq.Context:
     return context
 
 
+class PromptKernelClient(AsyncKernelClient):
+    """nbclient's client of the hand-in's kernel, ready as soon as the kernel has answered
+    kernel_info and a message has come through IOPub (so IOPub is connected and no output of the
+    first cell is lost). jupyter_client's own wait_for_ready goes on reading IOPub until 0.2 s
+    pass without a message: 0.2 s of every hand-in. What it would have read (the status messages
+    of the kernel_info requests) is ignored anyway: nbclient reads only the IOPub messages whose
+    parent is the cell it runs."""
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                try:
+                    await self.iopub_channel.get_msg(timeout=0.2)
+                except Empty:
+                    pass  # IOPub not connected yet: ask again
+                else:
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self.is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
+
+
 class CappedKernelManager(AsyncKernelManager):
     """nbclient's kernel manager, whose sockets and whose clients' sockets (every socket the grader
-    reads the kernel on) take messages up to KERNEL_MESSAGE_CAP."""
+    reads the kernel on) take messages up to KERNEL_MESSAGE_CAP; its clients are PromptKernelClient."""
 
     @default("context")
     def _context_default(self):
         return _capped(super()._context_default())
+
+    @default("client_factory")
+    def _client_factory_default(self):
+        return PromptKernelClient
 
     def client(self, **kwargs):
         kc = super().client(**kwargs)
