@@ -27,6 +27,15 @@ from autograder.workspace import add_sources, add_submission, open_workspace  # 
 from benchmarks.machine import parse_args, save  # noqa: E402
 
 
+def grade_solution(ws, name: str, student: str):
+    """`grade` one student's hand-in of `name` (the solution, added beforehand) alone, at --jobs 1;
+    its GradeResult, or SystemExit when it did not get full marks."""
+    [result] = grade(ws, [name], [student], jobs=1)
+    if result.score is None or not result.score.full_marks:
+        raise SystemExit(f"{name}: the solution was not graded at full marks ({result.status})")
+    return result
+
+
 def main() -> int:
     names, repeat = parse_args(__doc__, default_repeat=3)
     rows = []
@@ -39,9 +48,7 @@ def main() -> int:
                 student = f"bench-{i}"
                 add_submission(ws, student, name, solution_path(name))
                 start = time.perf_counter()
-                [result] = grade(ws, [name], [student], jobs=1)
-                if result.score is None or not result.score.full_marks:
-                    raise SystemExit(f"{name}: the solution was not graded at full marks ({result.status})")
+                grade_solution(ws, name, student)
                 times.append(time.perf_counter() - start)
             score = read_scores(ws, name, ["bench-0"])[0]
             rows.append({
