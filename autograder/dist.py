@@ -21,6 +21,7 @@ from autograder.config import load_config, requirements
 from autograder.course import REPO_ROOT, CourseError, read_notebook, release_path, solution_path
 from autograder.release import secret_lines
 from autograder.student_cells import MANIFEST, readme_block
+from utils.conventions import conventions_markdown
 
 MARKER = ".course-dist"
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "STUDENT_README.md"
@@ -72,7 +73,7 @@ def _clear(out: Path) -> None:
 def student_readme(names: list[str]) -> str:
     config = load_config()
     text = TEMPLATE.read_text(encoding="utf-8")
-    return text.replace("{badges}", readme_block(names, config))
+    return text.replace("{badges}", readme_block(names, config)).replace("{conventions}", conventions_markdown())
 
 
 def requirements_txt(student: list[str]) -> str:

@@ -3,13 +3,15 @@
 `python -m autograder student-cells` rewrites, in every solution notebook:
 
 * a markdown cell at the top with the "Open in Colab" badge of the notebook;
+* the box of the course's conventions (utils.conventions.RULES) after the title cell (the
+  first markdown cell after the setup cell);
 * the bootstrap at the start of the locked setup cell (before its `from utils...`
   imports): in Colab it clones the student distribution and calls
   `utils.colab.prepare()`; elsewhere it only lets Python find the `utils` of the course
   folder the notebook sits in;
 * a locked last cell that calls `utils.submission.check_submission()`;
 
-and the block of badges in README.md; then it regenerates the release and the
+and the blocks of badges and conventions in README.md; then it regenerates the release and the
 manifest (`utils/course_manifest.json`) that check_submission() compares against and
 that carries pyproject's run-time requirements to `utils.colab.prepare()`.
 It is idempotent: run it again after adding a notebook or changing the address.
@@ -28,17 +30,21 @@ import nbformat
 from autograder.config import PLACEHOLDER_MARK, CourseConfig, load_config, requirements
 from autograder.course import REPO_ROOT, CourseError, read_notebook, release_path, solution_path
 from utils.cells import grade_id
+from utils.conventions import conventions_markdown
 
 README = REPO_ROOT / "README.md"
 MANIFEST = REPO_ROOT / "utils" / "course_manifest.json"
 
 BADGE_ID = "colab-badge"
+CONVENTIONS_ID = "conventions"
 CHECK_ID = "check-submission"
 CHECK_GRADE_ID = "check_submission"
 BOOT_BEGIN = "# >>> course bootstrap"
 BOOT_END = "# <<< course bootstrap"
 README_BEGIN = "<!-- colab-badges: written by `python -m autograder student-cells` -->"
 README_END = "<!-- /colab-badges -->"
+CONVENTIONS_BEGIN = "<!-- conventions: written by `python -m autograder student-cells` from utils/conventions.py -->"
+CONVENTIONS_END = "<!-- /conventions -->"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
 
@@ -130,6 +136,23 @@ def _badge_cell(name, config):
     return cell
 
 
+def conventions_source() -> str:
+    """The conventions box: a quotation block, so that it stands apart from the notebook's own text."""
+    return "\n".join("> " + line if line else ">" for line in conventions_markdown().split("\n"))
+
+
+def _conventions_cell():
+    cell = nbformat.v4.new_markdown_cell(conventions_source(), id=CONVENTIONS_ID)
+    cell.metadata["course"] = {"generated": "conventions"}
+    return cell
+
+
+def _title_index(cells) -> int:
+    """The index of the title cell: the first markdown cell after the setup cell."""
+    setup = next(i for i, c in enumerate(cells) if grade_id(c) == "setup")
+    return next((i for i in range(setup + 1, len(cells)) if cells[i].cell_type == "markdown"), setup)
+
+
 def _check_cell():
     cell = nbformat.v4.new_code_cell(check_cell_source(), id=CHECK_ID)
     cell.metadata["nbgrader"] = {
@@ -174,7 +197,8 @@ def _imports_utils_after_bootstrap(source: str) -> bool:
 def apply(nb, name: str, config: CourseConfig, repository: str | None = None):
     """A copy of notebook `nb` with the badge, bootstrap and check cells in canonical form."""
     nb = copy.deepcopy(nb)
-    cells = [c for c in nb.cells if not _generated(c, "colab-badge") and grade_id(c) != CHECK_GRADE_ID]
+    cells = [c for c in nb.cells if not _generated(c, "colab-badge") and not _generated(c, "conventions")
+             and grade_id(c) != CHECK_GRADE_ID]
     setup = [c for c in cells if grade_id(c) == "setup"]
     if len(setup) != 1:
         raise CourseError(f"{name}: expected one setup cell (grade_id 'setup'), found {len(setup)}")
@@ -184,7 +208,8 @@ def apply(nb, name: str, config: CourseConfig, repository: str | None = None):
     setup[0].source = _with_bootstrap(setup_source, bootstrap_block(name, config, repository))
     if not _imports_utils_after_bootstrap(setup[0].source):
         raise CourseError(f"{name}: the setup cell must import from utils after its leading comments")
-    nb.cells = [_badge_cell(name, config)] + cells + [_check_cell()]
+    title = _title_index(cells)
+    nb.cells = [_badge_cell(name, config)] + cells[:title + 1] + [_conventions_cell()] + cells[title + 1:] + [_check_cell()]
     return nb
 
 
@@ -200,6 +225,11 @@ def problems(nb, name: str, config: CourseConfig) -> list[str]:
         found.append("the setup cell does not start with the canonical course bootstrap")
     elif not _imports_utils_after_bootstrap(setup[0].source):
         found.append("the setup cell does not import utils after the bootstrap")
+    boxes = [i for i, c in enumerate(nb.cells) if _generated(c, "conventions")]
+    others = [c for c in nb.cells if not _generated(c, "conventions")]
+    if len(boxes) != 1 or nb.cells[boxes[0]].source != conventions_source() or (
+            setup and boxes[0] != _title_index(others) + 1):
+        found.append("the conventions box is missing, changed or not right after the title cell")
     count = sum(grade_id(c) == CHECK_GRADE_ID for c in nb.cells)
     if count != 1:
         found.append(f"{count} check_submission cells instead of one")
@@ -211,12 +241,20 @@ def readme_block(names: list[str], config: CourseConfig) -> str:
     return f"{README_BEGIN}\n| notebook | open |\n| --- | --- |\n{rows}\n{README_END}"
 
 
-def update_readme(text: str, names: list[str], config: CourseConfig) -> str:
-    block = readme_block(names, config)
-    pattern = re.compile(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), re.DOTALL)
+def conventions_block() -> str:
+    return f"{CONVENTIONS_BEGIN}\n{conventions_markdown()}\n{CONVENTIONS_END}"
+
+
+def _replace_block(text: str, begin: str, end: str, block: str, what: str) -> str:
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(text):
-        raise CourseError(f"README.md has no badge block; add the two lines {README_BEGIN} and {README_END}")
+        raise CourseError(f"README.md has no {what} block; add the two lines {begin} and {end}")
     return pattern.sub(lambda _: block, text)
+
+
+def update_readme(text: str, names: list[str], config: CourseConfig) -> str:
+    text = _replace_block(text, README_BEGIN, README_END, readme_block(names, config), "badge")
+    return _replace_block(text, CONVENTIONS_BEGIN, CONVENTIONS_END, conventions_block(), "conventions")
 
 
 # ---------------------------------------------------------------- the manifest check_submission reads

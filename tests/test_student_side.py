@@ -28,6 +28,7 @@ from autograder import config, course, student_cells
 from autograder.dist import KNOWN_COINCIDENCES, build, find_leaks
 from autograder.release import secret_lines
 from utils import colab, submission
+from utils.conventions import RULES, conventions_markdown
 
 ASSIGNMENTS = course.assignments()
 CONFIG = config.load_config()
@@ -46,6 +47,8 @@ def test_every_solution_has_the_canonical_student_cells(name):
     release = course.read_notebook(course.release_path(name))
     assert "colab.research.google.com/github/" in release.cells[0].source
     assert release.cells[-1].source.endswith("from utils.submission import check_submission\ncheck_submission()")
+    boxes = [c for c in release.cells if c.source == student_cells.conventions_source()]
+    assert len(boxes) == 1 and all(rule.text in boxes[0].source for rule in RULES)
 
 
 def test_student_cells_are_idempotent_and_restore_lost_cells():
@@ -53,7 +56,7 @@ def test_student_cells_are_idempotent_and_restore_lost_cells():
     nb = course.read_notebook(course.solution_path(name))
     assert student_cells.apply(nb, name, CONFIG) == nb
     bare = nbformat.from_dict(json.loads(json.dumps(nb)))
-    bare.cells = bare.cells[1:-1]
+    bare.cells = [c for c in bare.cells[1:-1] if c.get("id") != student_cells.CONVENTIONS_ID]
     setup = next(c for c in bare.cells if course.grade_id(c) == "setup")
     setup.source = student_cells._strip_bootstrap(setup.source)
     assert student_cells.BOOT_BEGIN not in setup.source and student_cells.problems(bare, name, CONFIG)
@@ -123,6 +126,7 @@ def test_dist_has_the_student_files_and_nothing_of_the_instructor(dist):
     assert "jupyterlab" in requirements and "nbgrader" not in requirements and "pytest" not in requirements
     readme = (dist / "README.md").read_text()
     assert all(CONFIG.colab_url(n) in readme for n in ASSIGNMENTS) and "check_submission" in readme
+    assert conventions_markdown() in readme and "{conventions}" not in readme
 
 
 def test_dist_contains_no_line_of_any_solution_or_hidden_test(dist):

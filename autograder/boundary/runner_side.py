@@ -22,6 +22,7 @@ import ast
 import json
 import os
 import queue
+import sys
 import time
 import uuid
 import weakref
@@ -467,6 +468,14 @@ def _bridge(link: KernelLink, node: int, arguments, value, output_indices):
     return _replace(value, mapping)
 
 
+def shipped_module(obj) -> str | None:
+    """The name of the `utils` module that defines `obj` at its top level, or None."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__name__", None)
+    if type(module) is not str or module.split(".")[0] != "utils" or type(name) is not str:
+        return None
+    return module if getattr(sys.modules.get(module), name, None) is obj else None
+
+
 def _replace(value, mapping: dict):
     if isinstance(value, torch.Tensor):
         return mapping.get(id(value), value)
@@ -488,7 +497,12 @@ class Boundary:
     def stand_in(self, obj, data: dict):
         """The same class or function, defined in the kernel from its definition in the running cell
         or an earlier locked cell (a lambda from its line), with the plain values it reads from the
-        cell's names beside it."""
+        cell's names beside it. A function of the course's `utils` (a module the release ships) is
+        imported there from the kernel's own copy."""
+        module = shipped_module(obj)
+        if module is not None:
+            return self.link.value("define", None, source=f"from {module} import {obj.__name__}", name=obj.__name__,
+                                   data=data)
         node = self._definition(obj)
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         captured = {}
