@@ -207,6 +207,8 @@ def kernel():
         yield lambda name: Handle(link, name)
     finally:
         checks._boundary = None
+        link.dropped.close()
+        link.socket.close()
         kc.stop_channels()
         km.shutdown_kernel(now=True)
 

@@ -72,13 +72,9 @@ def conventions_markdown() -> str:
     return "\n".join(lines)
 
 
-class _Broken(AssertionError):
-    pass
-
-
 def _fail(what: str, key: str, detail: str, hint: str = "") -> None:
     message = f'{what} breaks the convention "{_TITLES[key]}": {detail}'
-    raise _Broken(f"{message}\nHint: {hint}" if hint else message)
+    raise AssertionError(f"{message}\nHint: {hint}" if hint else message)
 
 
 # ---------------------------------------------------------------- plain data, walked the same way
