@@ -158,9 +158,11 @@ class CellWithDetach(Cell):
 def test_a_module_is_checked_in_float32_with_its_own_parameters():
     torch.manual_seed(0)
     args = {k: v for k, v in _example().items() if k in ("x", "h")}
-    check_conventions(Cell(4, 5), args, "Cell", batch=("x", "h"), large=dict(x=100 * args["x"]))
+    check_conventions(Cell(4, 5), args, "Cell", batch=("x", "h"), large=dict(x=100 * args["x"]), module=True)
     with pytest.raises(AssertionError, match="Differentiable"):
-        check_conventions(CellWithDetach(4, 5), args, "Cell", batch=("x", "h"))
+        check_conventions(CellWithDetach(4, 5), args, "Cell", batch=("x", "h"), module=True)
+    with pytest.raises(TypeError, match="module=True"):
+        check_conventions(Cell(4, 5), args, "Cell")
 
 
 def test_draws_from_a_given_generator_are_the_same_in_every_variant():

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from utils.checks import check_close, is_instance, plain, stand_in
+from utils.checks import check_close, plain, stand_in
 
 __all__ = ["RULES", "check_conventions", "conventions_markdown"]
 
@@ -195,7 +195,7 @@ def _layout_probe(fn, args: list, kwargs: dict):
 
 def check_conventions(fn, args: dict, what: str, *, kwargs: dict | None = None, batch: tuple = (),
                       batch_out: tuple | None = None, large: dict | None = None, grad: tuple | None = None,
-                      skip: tuple = (), rtol: float = 1e-4, atol: float = 1e-5) -> None:
+                      skip: tuple = (), module: bool = False, rtol: float = 1e-4, atol: float = 1e-5) -> None:
     """Try the course's conventions (RULES) on `fn(*args.values(), **kwargs)`.
 
     args:      the example's arguments by name, in the order of fn's signature (passed by position)
@@ -207,11 +207,14 @@ def check_conventions(fn, args: dict, what: str, *, kwargs: dict | None = None, 
     grad:      names of the inputs gradients must reach (default: every floating tensor argument),
                tried in float64 against a central finite difference along a random direction
     skip:      rule keys that do not apply to this exercise (its contract says why)
+    module:    fn is a module (its parameters stay float32: float64 is not tried, gradients are
+               checked in float32); the test says so, rather than asking the object under test
     rtol/atol: how close a variant's result must be to the example's
     """
     kwargs = dict(kwargs or {})
     rules = {rule.key for rule in RULES} - set(skip)
-    module = is_instance(fn, torch.nn.Module)
+    if not module and isinstance(fn, torch.nn.Module):  # the test's author forgot to say so (never true of a handle)
+        raise TypeError(f"check_conventions({what}): fn is a module; pass module=True")
     rng = torch.get_rng_state()
     try:
         _check_all(fn, args, what, kwargs, batch, batch_out, large, grad, rules, module, rng, rtol, atol)
