@@ -111,6 +111,28 @@ def test_hostile_messages_are_refused_with_a_reason(tree, buffers, reason):
         decode(tree, buffers)
 
 
+ONE_HASH = [["int", str((2**61 - 1) * k)] for k in range(1, 18)]  # 17 ints whose hash is 0
+
+
+@pytest.mark.parametrize("tree", [
+    ["set", ONE_HASH], ["frozenset", ONE_HASH],
+    *[[tag, [[key, ["none"]] for key in ONE_HASH]] for tag in ("dict", "counter", "odict")],
+    ["set", [["tuple", [key]] for key in ONE_HASH]],  # tuples of them share a hash too
+])
+def test_keys_that_share_one_hash_are_refused_before_a_set_or_dict_compares_them(tree):
+    """n keys of one hash cost a set or dict n²/2 comparisons (a set's in one uninterruptible C
+    call): past `Limits.same_hash` of them the reply is refused, so decoding stays linear."""
+    with pytest.raises(CodecError, match="keys of one hash"):
+        decode(tree, [])
+    few = [tree[0], tree[1][:16]]
+    assert len(decode(few, [])) == 16
+
+
+def test_keys_of_honest_data_whose_hashes_collide_decode():
+    assert decode(*encode({-1: "a", -2: "b", 0: 0.0, (1, 2): {frozenset({-1, -2})}})) == \
+        {-1: "a", -2: "b", 0: 0.0, (1, 2): {frozenset({-1, -2})}}
+
+
 def test_deep_nesting_and_huge_counts_are_refused_before_building():
     tree = ["none"]
     for _ in range(100_000):
