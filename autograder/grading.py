@@ -225,7 +225,7 @@ def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, lis
                     found.append(Finding(Kind.CELL_TIMEOUT,
                                          f"timeout: {where} was stopped at the {limits.cell_timeout} s per-cell limit"))
             # torch says "can't allocate memory" / "not enough memory" in a RuntimeError's text: no type of its own
-            elif ename == "ReplyRefused":  # autograder.boundary.runner_side: over the grader's limits
+            elif ename == "ReplyRefused":  # autograder.boundary.runner_side: over the grader's limits, or not data
                 found.append(Finding(Kind.BOUNDARY, f"boundary: {where}: {evalue[:300]}"))
             elif ename == "MemoryError" or "can't allocate memory" in evalue or "not enough memory" in evalue:
                 found.append(Finding(Kind.MEMORY, f"memory: {where} ran out of memory (limit {limits.memory_mb} MiB)"))

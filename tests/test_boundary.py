@@ -87,6 +87,16 @@ def _tensor_node(shape, nbytes, dtype="float32"):
     return ["tensor", dtype, shape, False, "cpu", 0, None], [b"\x00" * nbytes]
 
 
+GENERATOR_BYTES = len(torch.Generator().get_state())
+# Data whose dtype, shape and byte count are right, that torch itself refuses with a RuntimeError
+TORCH_REFUSES = [
+    (*_tensor_node([0, 2**62, 2**62], 0), "malformed tensor.*overflow"),  # no elements, strides past int64
+    (["generator", 0], [b"\xff" * GENERATOR_BYTES], "malformed generator"),  # not an mt19937 state
+    (["tensor", "float32", [1], True, "cpu", 0, ["tensor", "float64", [1], False, "cpu", 1, None]],
+     [b"\0" * 4, b"\0" * 8], "malformed tensor.*dtype"),  # a gradient of another dtype
+]
+
+
 @pytest.mark.parametrize("tree, buffers, reason", [
     (*_tensor_node([10**12], 16), "elements|needs"),
     (*_tensor_node([2, 2], 15), "needs 16 bytes"),
@@ -102,6 +112,7 @@ def _tensor_node(shape, nbytes, dtype="float32"):
     (["set", [["list", []]]], [], "malformed set"),
     ("just a string", [], "tagged list"),
     (["float", "0x1p+99999999999"], [], "malformed float|hex"),
+    *TORCH_REFUSES,
 ])
 def test_hostile_messages_are_refused_with_a_reason(tree, buffers, reason):
     if reason is None:
@@ -334,6 +345,18 @@ def test_a_forged_reply_is_refused_with_a_reason(hostile_link, tree, buffers, er
     Handle(hostile_link, "double")([1])  # opens the comm
     run_in_kernel(hostile_link, FORGE % (tree, buffers) + (DEEP if error == "nests" else ""))
     with pytest.raises((CodecError, BoundaryError), match=error):
+        Handle(hostile_link, "double")([1])
+
+
+@pytest.mark.parametrize("tree, buffers, reason", TORCH_REFUSES)
+def test_a_reply_torch_refuses_to_build_is_a_refused_reply(hostile_link, tree, buffers, reason):
+    """Refused as every reply that is not data is (ReplyRefused: the hand-in's status is `boundary`),
+    never torch's own RuntimeError in the test cell."""
+    from autograder.boundary.runner_side import ReplyRefused
+
+    Handle(hostile_link, "double")([1])  # opens the comm
+    run_in_kernel(hostile_link, FORGE % (repr(["dict", [[["str", "value"], tree]]]), repr(buffers)))
+    with pytest.raises(ReplyRefused, match="refused your code's answer: a " + reason):
         Handle(hostile_link, "double")([1])
 
 

@@ -184,7 +184,9 @@ def decode(tree, buffers: list, limits: Limits = Limits(), resolve=None):
             raise CodecError(f"an unknown tag {tag[:40]!r}")
         try:
             return _DECODERS[tag](args, walk, take, depth, limits, resolve)
-        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        # RuntimeError: what torch raises on data it cannot take (a stride that overflows, a generator
+        # state it does not accept, a gradient of another dtype); RecursionError is one
+        except (TypeError, ValueError, OverflowError, RuntimeError) as exc:
             if isinstance(exc, CodecError):  # OverLimit too
                 raise
             raise CodecError(f"a malformed {tag} node ({exc})") from None
