@@ -13,7 +13,7 @@ import pytest
 import torch
 from jupyter_client.manager import start_new_kernel
 
-from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode
+from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode, parse
 from autograder.boundary.runner_side import BoundaryError, Handle, KernelError, KernelLink
 from utils.checks import plain
 
@@ -142,6 +142,33 @@ def test_keys_that_share_one_hash_are_refused_before_a_set_or_dict_compares_them
 def test_keys_of_honest_data_whose_hashes_collide_decode():
     assert decode(*encode({-1: "a", -2: "b", 0: 0.0, (1, 2): {frozenset({-1, -2})}})) == \
         {-1: "a", -2: "b", 0: 0.0, (1, 2): {frozenset({-1, -2})}}
+
+
+def _nbgraders_session():
+    from autograder.boundary.execute import CappedKernelManager
+
+    return CappedKernelManager().session
+
+
+def _runners_session():
+    from autograder.boundary.runner import kernel_client
+
+    return kernel_client({}).session
+
+
+@pytest.mark.parametrize("read, expected", [
+    (lambda: decode(parse(b'["dict", [[["str", "k\\udcff"], ["str", "a\\ud800b"]]]]'), []),
+     {"k\\udcff": "a\\ud800b"}),
+    (lambda: decode(parse(b'["list", [["str", "\xed\xa0\x80"]]]'), []), ["\\ud800"]),  # UTF-8 of one: json passes it
+    (lambda: _nbgraders_session().unpack(b'{"text": ["a\\ud800b", {"k\\udcff": "\\ud83d\\ude00"}]}'),
+     {"text": ["a\\ud800b", {"k\\udcff": "\N{GRINNING FACE}"}]}),
+    (lambda: _runners_session().unpack(b'{"name": "stdout", "text": "a\\ud800b"}'), {"name": "stdout", "text": "a\\ud800b"}),
+], ids=["codec", "codec-utf8", "nbgrader-session", "runner-session"])
+def test_a_lone_surrogate_from_the_kernel_comes_in_as_its_escape(read, expected):
+    """Every way text of a kernel enters a grader process (autograder.kernel_text): each lone
+    surrogate (which no UTF-8 file can hold) comes in as its escape written out; a pair of them, one
+    character, as that character."""
+    assert read() == expected
 
 
 def test_deep_nesting_and_huge_counts_are_refused_before_building():

@@ -32,6 +32,7 @@ import numpy
 import torch
 
 from autograder.jsonscan import JsonBounds, TooLarge, check
+from autograder.kernel_text import valid
 
 TARGET = "course.boundary"  # the Jupyter comm target the kernel's agent answers on
 TENSOR_DTYPES = {
@@ -226,7 +227,7 @@ def _decode_str(args, walk, take, depth, limits, resolve):
         raise CodecError("a str node without a string")
     if len(text) > limits.str_chars:
         raise OverLimit(f"a str of more than {limits.str_chars} characters")
-    return str(text)
+    return valid(text)  # a lone surrogate (JSON lets one through) as its escape: autograder.kernel_text
 
 
 def _decode_bool(args, walk, take, depth, limits, resolve):
