@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -273,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a student's name or a message never fails to print,
+        sys.stdout.reconfigure(errors="backslashreplace")  # whatever the terminal's encoding (LANG=C, ascii)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -34,7 +34,7 @@ from autograder.repair import affinity, repair
 from autograder.sandbox import Limits, Settings
 from autograder.scores import NotebookScore, read_scores
 from autograder.status import Finding, Kind, Run, decide_status, keeps_points
-from autograder.workspace import KernelDied, NotebookTimeout, RunnerStopped, Workspace, autograde
+from autograder.workspace import KernelDied, NotebookTimeout, RunnerStopped, Workspace, autograde, whole_file
 from utils.cells import cell_hash, grade_id, is_test, label
 
 AUTOGRADE_ATTEMPTS = 3  # an nbgrader run that met a locked gradebook runs again (it is long)
@@ -189,9 +189,8 @@ def finish(ws: Workspace, result: GradeResult) -> GradeResult:
     result.score = scores[0] if scores else None
     if not result.message:
         result.message = "; ".join((result.flags + result.notes)[:3])
-    report = ws.report_path(result.student, result.assignment)
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(json.dumps(result.to_json(), indent=1))
+    with whole_file(ws.report_path(result.student, result.assignment)) as handle:
+        json.dump(result.to_json(), handle, indent=1)
     return result
 
 
