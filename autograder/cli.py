@@ -91,7 +91,10 @@ def _warn_if_placeholder() -> None:
 
 def _limits(args) -> Limits:
     """Limits() with what the command line set (every field of Limits is an option)."""
-    return Limits(**{f.name: getattr(args, f.name) for f in fields(Limits) if getattr(args, f.name) is not None})
+    try:
+        return Limits(**{f.name: getattr(args, f.name) for f in fields(Limits) if getattr(args, f.name) is not None})
+    except ValueError as exc:  # limits that do not fit together
+        raise CourseError(str(exc)) from None
 
 
 def _add_limit_options(parser) -> None:
