@@ -61,7 +61,7 @@ AT_FDCWD, AT_RECURSIVE, O_CLOEXEC = -100, 0x8000, 0o2000000
 OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH, MOUNT_ATTR_RDONLY = 1, 4, 1
 TMP_INODES = 4096  # files and folders of a kernel's private /tmp
 # libseccomp's constants (seccomp.h): allow by default; a refused call fails with ACT_ERRNO | errno
-SCMP_ACT_ALLOW, SCMP_ACT_ERRNO, SCMP_FLTATR_CTL_TSYNC = 0x7FFF0000, 0x00050000, 4
+SCMP_ACT_ALLOW, SCMP_ACT_ERRNO, SCMP_FLTATR_CTL_TSYNC, NR_SCMP_ERROR = 0x7FFF0000, 0x00050000, 4, -1
 UNCOUNTED_MEMORY_CALLS = ("memfd_create", "memfd_secret", "shmget", "msgget", "mq_open")
 
 
@@ -280,14 +280,15 @@ def _set_limits(limits: Limits) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-big write fails with EFBIG instead
 
 
-def refuse_uncounted_memory() -> bool:
+def refuse_uncounted_memory() -> None:
     """A seccomp filter (libseccomp's, where the machine has it) on this process and its threads:
     the system calls that give memory no limit counts (UNCOUNTED_MEMORY_CALLS: memfd_create,
     memfd_secret; System V shared memory and message queues and POSIX message queues, which outlive
-    the kernel too) fail with EPERM. Whether it is in place. Needs no_new_privs (or privilege)."""
+    the kernel too) fail with EPERM (`describe` says when the machine lacks libseccomp). Needs
+    no_new_privs (or privilege)."""
     seccomp = _libseccomp()
     if seccomp is None:
-        return False
+        return
     seccomp.seccomp_init.restype = ctypes.c_void_p
     seccomp.seccomp_init.argtypes = [ctypes.c_uint32]
     seccomp.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
@@ -297,13 +298,12 @@ def refuse_uncounted_memory() -> bool:
     try:
         for call in UNCOUNTED_MEMORY_CALLS:
             number = seccomp.seccomp_syscall_resolve_name(call.encode())
-            if number >= 0:  # (an older libseccomp lacks memfd_secret)
+            if number != NR_SCMP_ERROR:  # (an older libseccomp does not know memfd_secret)
                 _seccomp_check(seccomp.seccomp_rule_add_array(context, SCMP_ACT_ERRNO | errno.EPERM, number, 0, None), call)
         _seccomp_check(seccomp.seccomp_attr_set(context, SCMP_FLTATR_CTL_TSYNC, 1), "TSYNC")
         _seccomp_check(seccomp.seccomp_load(context), "seccomp_load")
     finally:
         seccomp.seccomp_release(context)
-    return True
 
 
 def _libseccomp():
