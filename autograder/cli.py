@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -90,7 +91,10 @@ def _warn_if_placeholder() -> None:
 
 def _limits(args) -> Limits:
     """Limits() with what the command line set (every field of Limits is an option)."""
-    return Limits(**{f.name: getattr(args, f.name) for f in fields(Limits) if getattr(args, f.name) is not None})
+    try:
+        return Limits(**{f.name: getattr(args, f.name) for f in fields(Limits) if getattr(args, f.name) is not None})
+    except ValueError as exc:  # limits that do not fit together
+        raise CourseError(str(exc)) from None
 
 
 def _add_limit_options(parser) -> None:
@@ -273,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a student's name or a message never fails to print,
+        sys.stdout.reconfigure(errors="backslashreplace")  # whatever the terminal's encoding (LANG=C, ascii)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

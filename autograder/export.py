@@ -9,7 +9,7 @@ OUT/questions.csv       one row per student, assignment and question (long forma
 OUT/lms.csv             one row per student: one column per assignment (total points),
                         then the course total, ready to upload to an LMS grade book
 A manually graded answer that nobody has graded yet is left blank and counted in
-"pending_manual".
+"pending_manual". Each file appears whole or not at all (autograder.workspace.whole_file).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from autograder.course import CourseError, assignments
 from autograder.scores import read_scores
-from autograder.workspace import Workspace
+from autograder.workspace import Workspace, whole_file
 
 
 def _status(ws: Workspace, student: str, assignment: str) -> tuple[str, str]:
@@ -49,7 +49,7 @@ def export(ws: Workspace, out_dir: Path) -> list[Path]:
         names.append(name)
         questions = [c.name for c in scores[0].cells]
         per_question = out_dir / f"{name}.csv"
-        with open(per_question, "w", newline="", encoding="utf-8") as f:
+        with whole_file(per_question, newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["student", *questions, "total", "status"])
             writer.writerow(["(max)", *[f"{c.max_score:g}" for c in scores[0].cells],
@@ -75,18 +75,18 @@ def export(ws: Workspace, out_dir: Path) -> list[Path]:
                 long_rows.append([s.student, name, c.name, "" if c.score is None else f"{c.score:g}",
                                   f"{c.max_score:g}", "test" if c.autograded else "written"])
     summary = out_dir / "grades.csv"
-    with open(summary, "w", newline="", encoding="utf-8") as f:
+    with whole_file(summary, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["student", "assignment", "auto_score", "auto_max", "score", "max_score", "pending_manual",
                          "status", "reason"])
         writer.writerows(sorted(summary_rows))
     long_file = out_dir / "questions.csv"
-    with open(long_file, "w", newline="", encoding="utf-8") as f:
+    with whole_file(long_file, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["student", "assignment", "question", "score", "max_score", "kind"])
         writer.writerows(sorted(long_rows))
     lms_file = out_dir / "lms.csv"
-    with open(lms_file, "w", newline="", encoding="utf-8") as f:
+    with whole_file(lms_file, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["student", *names, "total"])
         for student in sorted(lms):

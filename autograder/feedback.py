@@ -23,7 +23,7 @@ import nbformat
 from autograder.release import secret_lines
 from autograder.scores import read_scores
 from autograder.status import STATUSES
-from autograder.workspace import Workspace
+from autograder.workspace import Workspace, whole_file
 from utils.cells import grade_id
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -129,7 +129,7 @@ def feedback(ws: Workspace, names: list[str], students: list[str] | None = None)
             messages = cell_messages(ws.autograded_path(student, assignment), hidden)
             page = render(student, assignment, report, scores.get(student), messages, hidden)
             out = ws.path("feedback", student, assignment, f"{assignment}.html")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(page, encoding="utf-8")
+            with whole_file(out) as handle:
+                handle.write(page)
             written.append(out)
     return written

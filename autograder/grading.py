@@ -34,7 +34,7 @@ from autograder.repair import affinity, repair
 from autograder.sandbox import Limits, Settings
 from autograder.scores import NotebookScore, read_scores
 from autograder.status import Finding, Kind, Run, decide_status, keeps_points
-from autograder.workspace import KernelDied, NotebookTimeout, RunnerStopped, Workspace, autograde
+from autograder.workspace import KernelDied, NotebookTimeout, RunnerStopped, Workspace, autograde, whole_file
 from utils.cells import cell_hash, grade_id, is_test, label
 
 AUTOGRADE_ATTEMPTS = 3  # an nbgrader run that met a locked gradebook runs again (it is long)
@@ -189,9 +189,8 @@ def finish(ws: Workspace, result: GradeResult) -> GradeResult:
     result.score = scores[0] if scores else None
     if not result.message:
         result.message = "; ".join((result.flags + result.notes)[:3])
-    report = ws.report_path(result.student, result.assignment)
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(json.dumps(result.to_json(), indent=1))
+    with whole_file(ws.report_path(result.student, result.assignment)) as handle:
+        json.dump(result.to_json(), handle, indent=1)
     return result
 
 
@@ -225,7 +224,7 @@ def _executed(autograded: Path, limits, in_runner: set) -> tuple[int | None, lis
                     found.append(Finding(Kind.CELL_TIMEOUT,
                                          f"timeout: {where} was stopped at the {limits.cell_timeout} s per-cell limit"))
             # torch says "can't allocate memory" / "not enough memory" in a RuntimeError's text: no type of its own
-            elif ename == "ReplyRefused":  # autograder.boundary.runner_side: over the grader's limits
+            elif ename == "ReplyRefused":  # autograder.boundary.runner_side: over the grader's limits, or not data
                 found.append(Finding(Kind.BOUNDARY, f"boundary: {where}: {evalue[:300]}"))
             elif ename == "MemoryError" or "can't allocate memory" in evalue or "not enough memory" in evalue:
                 found.append(Finding(Kind.MEMORY, f"memory: {where} ran out of memory (limit {limits.memory_mb} MiB)"))

@@ -8,39 +8,86 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import heapq
 import hmac
-import json
+import os
 import re
+import stat
 from pathlib import Path
 
+from autograder import kernel_text
 from autograder.status import Finding, Kind
 from utils.cells import is_locked, label, nbgrader_meta, normalized_source, parse
 
 
+GUARD_LOGS = 8              # logs read under one sandbox folder (one a kernel: nbgrader starts one a hand-in)
+GUARD_LOG_LINES = 100_000   # lines read of them, all together
+GUARD_LOG_BYTES = 16 << 20  # bytes read of them, all together
+GUARD_LINE_BYTES = 4 << 10  # the guard's lines stay under 1 KiB: a file is read no further than a longer one
+
+
 def read_guard_logs(base: Path, key: bytes) -> list[list[dict]]:
-    """The guard's events of each kernel started under a sandbox folder. A line whose MAC
-    does not match `key` (the notebook wrote it) becomes a "garbled" event."""
+    """The guard's events of each kernel started under a sandbox folder. The notebook can write
+    these files too (each up to `--file-mb`, and more of them), so they are read as streams within
+    the bounds above, never whole. A line whose MAC does not match `key` (the notebook wrote it)
+    becomes a "garbled" event, and so does a log that is not a regular file."""
+    room = [GUARD_LOG_LINES, GUARD_LOG_BYTES]  # shared by the logs of the folder
     logs = []
-    for path in sorted(Path(base).glob("kernel-*/guard.jsonl")):
-        events = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:100000]:
-            event = verified_line(line, key)
-            events.append(event if event is not None else {"event": "garbled", "detail": line[:200]})
-        logs.append(events)
+    for path in _guard_log_paths(Path(base)):
+        try:
+            handle = open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
+        except OSError:  # a link, or a folder, put in the log's place
+            logs.append([{"event": "garbled", "detail": "not a file"}])
+            continue
+        with handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # a FIFO would never end
+                logs.append([{"event": "garbled", "detail": "not a file"}])
+                continue
+            logs.append([_event(line, key) for line in _lines_within(handle, room)])
     return logs
 
 
-def verified_line(line: str, key: bytes) -> dict | None:
-    """The event of one log line written by the guard with `key`, or None."""
-    body, sep, tail = line.rpartition(', "mac": "')
-    if not sep or not tail.endswith('"}'):
+def _guard_log_paths(base: Path) -> list[Path]:
+    """guard.jsonl of the first GUARD_LOGS kernel folders of `base` by name (the folder is listed as a
+    stream too: the notebook may have made others)."""
+    with os.scandir(base) as entries:
+        names = heapq.nsmallest(GUARD_LOGS, (e.name for e in entries if e.name.startswith("kernel-")))
+    return [base / name / "guard.jsonl" for name in names if os.path.lexists(base / name / "guard.jsonl")]
+
+
+def _lines_within(handle, room: list[int]):
+    """The lines of `handle` while `room` ([lines, bytes] left) lasts, each of at most
+    GUARD_LINE_BYTES: a longer one is the last read of this file."""
+    while room[0] > 0 and room[1] > 0:
+        line = handle.readline(min(GUARD_LINE_BYTES, room[1]))
+        if not line:
+            return
+        room[0], room[1] = room[0] - 1, room[1] - len(line)
+        yield line
+        if not line.endswith(b"\n"):
+            return
+
+
+def _event(line: bytes, key: bytes) -> dict:
+    event = verified_line(line.rstrip(b"\n"), key)
+    if event is None:
+        return {"event": "garbled", "detail": line[:200].decode("utf-8", "replace")}
+    return event
+
+
+def verified_line(line: bytes, key: bytes) -> dict | None:
+    """The event of one log line written by the guard with `key`, or None. Its strings are valid
+    UTF-8 (autograder.kernel_text): the guard escapes what it logs, and JSON's escape of a lone
+    surrogate would otherwise come back as one."""
+    body, sep, tail = line.rpartition(b', "mac": "')
+    if not sep or not tail.endswith(b'"}'):
         return None
-    mac = hashlib.blake2b(body.encode("utf-8"), key=key, digest_size=16).hexdigest()
+    mac = hashlib.blake2b(body, key=key, digest_size=16).hexdigest().encode()
     if not hmac.compare_digest(mac, tail[:-2]):
         return None
     try:
-        event = json.loads(body + "}")
-    except json.JSONDecodeError:
+        event = kernel_text.loads(body + b"}")
+    except (ValueError, RecursionError):
         return None
     return event if isinstance(event, dict) else None
 

@@ -26,7 +26,7 @@ from autograder.course import CourseError
 from autograder.feedback import hidden_lines, scrub
 from autograder.scores import read_scores
 from autograder.status import STATUSES
-from autograder.workspace import Workspace
+from autograder.workspace import Workspace, whole_file
 
 SHOWN_PAIRS = 50  # pairs shown side by side per assignment (report.json lists them all)
 DISCLAIMER = ("Similar answers are a pointer for a person to look at, never an automatic penalty: students may "
@@ -104,8 +104,10 @@ def write(ws: Workspace, names: list[str], out: Path) -> list[Path]:
         hidden |= hidden_lines(nbformat.read(ws.source_path(s.name), as_version=4))
     out.mkdir(parents=True, exist_ok=True)
     page, report = out / "index.html", out / "report.json"
-    page.write_text(render(summaries, answers, hidden), encoding="utf-8")
-    report.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    with whole_file(page) as handle:
+        handle.write(render(summaries, answers, hidden))
+    with whole_file(report) as handle:
+        json.dump(data, handle, indent=1)
     return [page, report]
 
 

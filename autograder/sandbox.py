@@ -15,12 +15,13 @@ Layers, outermost first:
    under empty read-only tmpfs mounts) and PID namespace (every process the student
    starts dies with the kernel). The launcher dies with nbgrader (PR_SET_PDEATHSIG), so
    killing a run that went past the notebook time limit takes the whole tree down.
-2. Inside them the whole file system is read-only, /tmp is a private tmpfs (other
-   kernels' folders vanish) that holds only this run's folder, and the kernel then
+2. Inside them the whole file system is read-only, /tmp is a private tmpfs of
+   `Limits.tmp_mb` (other kernels' folders vanish) that holds only this run's folder, and the kernel then
    enters a user namespace of its own: the mounts are locked (student code cannot undo
    them, even as root) and RLIMIT_NPROC applies to it. no_new_privs is set.
-3. Resource limits: address space (memory), file size, process count, CPU seconds,
-   no core files.
+3. Resource limits: address space (`Limits.memory_mb` less the /tmp's size: the two are the
+   memory the kernel may hold), file size, process count, CPU seconds, no core files; and a
+   seccomp filter that refuses the memory no limit would count (`refuse_uncounted_memory`).
 4. A private working directory holding only the student's notebook, HOME and TMPDIR
    inside it, and an environment reduced to an allow-list (no tokens or secrets).
 5. In the kernel (`autograder.guard`): an audit hook that refuses network sockets,
@@ -30,6 +31,7 @@ Layers, outermost first:
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import resource
@@ -57,6 +59,10 @@ CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x10000000, 0x
 SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
 AT_FDCWD, AT_RECURSIVE, O_CLOEXEC = -100, 0x8000, 0o2000000
 OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH, MOUNT_ATTR_RDONLY = 1, 4, 1
+TMP_INODES = 4096  # files and folders of a kernel's private /tmp
+# libseccomp's constants (seccomp.h): allow by default; a refused call fails with ACT_ERRNO | errno
+SCMP_ACT_ALLOW, SCMP_ACT_ERRNO, SCMP_FLTATR_CTL_TSYNC, NR_SCMP_ERROR = 0x7FFF0000, 0x00050000, 4, -1
+UNCOUNTED_MEMORY_CALLS = ("memfd_create", "memfd_secret", "shmget", "msgget", "mq_open")
 
 
 def _limit(default: int, meaning: str):
@@ -71,11 +77,24 @@ class Limits:
 
     cell_timeout: int = _limit(120, "seconds a cell may run (nbgrader interrupts it; the rest still runs)")
     notebook_timeout: int = _limit(900, "seconds a notebook may run (the run is killed; the hand-in scores 0)")
-    memory_mb: int = _limit(6144, "MiB of address space of a grading kernel (RLIMIT_AS)")
+    memory_mb: int = _limit(6144, "MiB of memory a grading kernel may hold: its address space (RLIMIT_AS) and its "
+                                  "private /tmp (--tmp-mb) together; memfd_create and System V and POSIX shared "
+                                  "memory and queues, which no limit counts, are refused")
     output_kb: int = _limit(2048, "KiB of text and display output a notebook may send, in total")
     file_mb: int = _limit(256, "MiB of the largest file a grading kernel may write (RLIMIT_FSIZE)")
     processes: int = _limit(128, "processes and threads of a grading kernel's user (RLIMIT_NPROC)")
     runner_memory_mb: int = _limit(1536, "MiB of data memory of a hand-in's trusted test runner (RLIMIT_DATA); 0: none")
+    tmp_mb: int = _limit(64, "MiB of a grading kernel's private /tmp (a tmpfs, where namespaces allow one), "
+                             "counted in --memory-mb")
+
+    def __post_init__(self):
+        if not 0 < self.tmp_mb < self.memory_mb:
+            raise ValueError(f"the kernel's /tmp ({self.tmp_mb} MiB) must be part of its memory ({self.memory_mb} MiB)")
+
+    @property
+    def address_space_mb(self) -> int:
+        """What of `memory_mb` the kernel's address space may take: the rest is its /tmp."""
+        return self.memory_mb - self.tmp_mb
 
 
 @dataclass
@@ -123,9 +142,11 @@ def probe() -> tuple[str, list[str]]:
 def describe() -> str:
     """One line on the isolation in use, for reports."""
     kind, _ = probe()
+    memory = "; seccomp refuses memory no limit counts" if _libseccomp() else \
+        "; no libseccomp: memfd_create and System V shared memory are not refused"
     if kind == "namespaces":
-        return "namespaces (network, mount, pid, user) via unshare; read-only file system; rlimits; audit hook"
-    return "no namespaces on this machine: rlimits, and an audit hook that refuses sockets, fork and hidden paths"
+        return "namespaces (network, mount, pid, user) via unshare; read-only file system; rlimits; audit hook" + memory
+    return "no namespaces on this machine: rlimits, and an audit hook that refuses sockets, fork and hidden paths" + memory
 
 
 def _libc():
@@ -143,10 +164,12 @@ def _prctl(option: int, value: int) -> None:
     _libc().prctl(option, value, 0, 0, 0)
 
 
-def _mount_tmpfs(path: str, readonly: bool) -> None:
-    flags = MS_NOSUID | MS_NODEV | (MS_RDONLY | MS_NOEXEC if readonly else 0)
-    options = b"size=4k,mode=0555" if readonly else b"mode=1777"
-    _check(_libc().mount(b"tmpfs", os.fsencode(path), b"tmpfs", flags, options), f"mount tmpfs on {path}")
+def _mount_tmpfs(path: str, size_mb: int = 0) -> None:
+    """An empty read-only tmpfs on `path`, or (`size_mb`) a writable one of that size, whose inodes
+    (kernel memory that its size does not count) are few too."""
+    flags = MS_NOSUID | MS_NODEV | (0 if size_mb else MS_RDONLY | MS_NOEXEC)
+    options = f"size={size_mb}m,nr_inodes={TMP_INODES},mode=1777" if size_mb else "size=4k,mode=0555"
+    _check(_libc().mount(b"tmpfs", os.fsencode(path), b"tmpfs", flags, options.encode()), f"mount tmpfs on {path}")
 
 
 class _MountAttr(ctypes.Structure):
@@ -154,9 +177,9 @@ class _MountAttr(ctypes.Structure):
                 ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
 
-def _isolate_filesystem(base: str, hide: list[str]) -> list[str]:
+def _isolate_filesystem(base: str, hide: list[str], size_mb: int) -> list[str]:
     """In a fresh mount namespace: everything read-only, `hide` under empty tmpfs mounts,
-    the parent of `base` (/tmp) private, so other runs' folders vanish, except `base`."""
+    the parent of `base` (/tmp) private, a tmpfs of `size_mb`, so other runs' folders vanish, except `base`."""
     libc = _libc()
     tmp = os.path.dirname(base.rstrip(os.sep))  # where every run's folder lives (/tmp)
     keep = _check(libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(base), OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC), "open_tree")
@@ -167,13 +190,13 @@ def _isolate_filesystem(base: str, hide: list[str]) -> list[str]:
     hidden = []
     for path in hide:
         if os.path.isdir(path) and not base.startswith(path.rstrip(os.sep) + os.sep):
-            _mount_tmpfs(path, readonly=True)
+            _mount_tmpfs(path)
             hidden.append(path)
     # What the kernel needs that may itself live in that folder (a clone and its virtual
     # environment under /tmp, the dataset mirror): cloned read-only, with the hidden mounts.
     needed = [(path, _check(libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path), OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC), "open_tree"))
               for path in _needed_under(tmp)]
-    _mount_tmpfs(tmp, readonly=False)
+    _mount_tmpfs(tmp, size_mb)
     os.makedirs(base)
     _check(libc.syscall(SYS_MOVE_MOUNT, keep, b"", AT_FDCWD, os.fsencode(base), MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
     os.close(keep)
@@ -249,12 +272,50 @@ def _set_limits(limits: Limits) -> None:
         except (ValueError, OSError):
             pass
 
-    setl(resource.RLIMIT_AS, limits.memory_mb * 2**20)
+    setl(resource.RLIMIT_AS, limits.address_space_mb * 2**20)
     setl(resource.RLIMIT_FSIZE, limits.file_mb * 2**20)
     setl(resource.RLIMIT_CORE, 0)
     setl(resource.RLIMIT_CPU, limits.notebook_timeout + 30)
     setl(resource.RLIMIT_NPROC, limits.processes)  # threads count too; fatal to a fork bomb
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-big write fails with EFBIG instead
+
+
+def refuse_uncounted_memory() -> None:
+    """A seccomp filter (libseccomp's, where the machine has it) on this process and its threads:
+    the system calls that give memory no limit counts (UNCOUNTED_MEMORY_CALLS: memfd_create,
+    memfd_secret; System V shared memory and message queues and POSIX message queues, which outlive
+    the kernel too) fail with EPERM (`describe` says when the machine lacks libseccomp). Needs
+    no_new_privs (or privilege)."""
+    seccomp = _libseccomp()
+    if seccomp is None:
+        return
+    seccomp.seccomp_init.restype = ctypes.c_void_p
+    seccomp.seccomp_init.argtypes = [ctypes.c_uint32]
+    seccomp.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+    seccomp.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+    seccomp.seccomp_load.argtypes = seccomp.seccomp_release.argtypes = [ctypes.c_void_p]
+    context = seccomp.seccomp_init(SCMP_ACT_ALLOW)
+    try:
+        for call in UNCOUNTED_MEMORY_CALLS:
+            number = seccomp.seccomp_syscall_resolve_name(call.encode())
+            if number != NR_SCMP_ERROR:  # (an older libseccomp does not know memfd_secret)
+                _seccomp_check(seccomp.seccomp_rule_add_array(context, SCMP_ACT_ERRNO | errno.EPERM, number, 0, None), call)
+        _seccomp_check(seccomp.seccomp_attr_set(context, SCMP_FLTATR_CTL_TSYNC, 1), "TSYNC")
+        _seccomp_check(seccomp.seccomp_load(context), "seccomp_load")
+    finally:
+        seccomp.seccomp_release(context)
+
+
+def _libseccomp():
+    try:
+        return ctypes.CDLL("libseccomp.so.2")
+    except OSError:
+        return None
+
+
+def _seccomp_check(result: int, what: str) -> None:
+    if result < 0:  # libseccomp returns -errno
+        raise OSError(-result, f"seccomp {what}: {os.strerror(-result)}")
 
 
 def _prepare_home(settings: Settings, runtime: Path) -> Path:
@@ -320,7 +381,7 @@ def inner(argv: list[str]) -> None:
         os.environ["COURSE_DATA_DIR"] = os.path.realpath(os.environ["COURSE_DATA_DIR"])
     hidden = []
     if os.environ.get("AUTOGRADER_IN_NAMESPACE") and settings.base:
-        hidden = _isolate_filesystem(settings.base, settings.hide)  # no file may be open for writing
+        hidden = _isolate_filesystem(settings.base, settings.hide, settings.limits.tmp_mb)  # no file may be open for writing
         _lock_mounts()
     connection_file = _absolute_ipc(connection_file, home)
     log = open(home / "guard.jsonl", "a", buffering=1, encoding="utf-8")
@@ -328,6 +389,7 @@ def inner(argv: list[str]) -> None:
     env = _environment(home)
     _set_limits(settings.limits)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    refuse_uncounted_memory()
     os.chdir(home / "work")
     os.environ.clear()
     os.environ.update(env)
@@ -342,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
     (run by autograder.launcher, inside the namespaces where there are some)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--probe"]:
-        _isolate_filesystem(argv[1], [])
+        _isolate_filesystem(argv[1], [], Limits().tmp_mb)
         _lock_mounts()
     elif argv[:1] == ["--inner"]:
         inner(argv[1:])

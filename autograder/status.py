@@ -26,7 +26,7 @@ STATUSES = {
     "cell-timeout": ("graded; a cell was stopped at the per-cell time limit, the other cells ran", True),
     "failed": ("nbgrader could not grade it; scored 0", False),
     "flagged": ("graded, but tampering was detected: review by hand", True),
-    "boundary": ("graded; an answer of the kernel past the grader's limits was refused (its test failed)", True),
+    "boundary": ("graded; an answer of the kernel past the grader's limits, or not data, was refused (its test failed)", True),
     "memory-limit": ("graded; a cell ran out of memory", True),
     "output-limit": ("graded; output beyond the cap was discarded", True),
     "sandbox": ("graded; the sandbox refused network, fork or a hidden file", True),

@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -294,6 +296,21 @@ def _private_file(ws: Workspace, prefix: str, suffix: str, data: bytes) -> Path:
     with os.fdopen(fd, "wb") as file:
         file.write(data)
     return Path(path)
+
+
+@contextmanager
+def whole_file(path: Path, newline: str | None = None):
+    """A text file (UTF-8) to write that appears at `path` only when written whole: it is written
+    beside it under another name, then moved into place; on an error `path` is left as it was and
+    the draft removed. Every report, feedback page and export is written so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.draft")
+    try:
+        with open(draft, "x", encoding="utf-8", newline=newline) as handle:
+            yield handle
+        os.replace(draft, path)
+    finally:
+        draft.unlink(missing_ok=True)
 
 
 def autograde(

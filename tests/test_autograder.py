@@ -1,5 +1,6 @@
 """The autograder's own logic, without grading a notebook: damaged inputs, catalogs,
 leak detection, workspace safety."""
+import os
 import sqlite3
 import subprocess
 import sys
@@ -161,12 +162,32 @@ def test_leak_detection_finds_markers_and_solution_text():
 
 def test_cli_sets_every_limit_and_shows_the_defaults_of_limits():
     options = [f"--{f.name.replace('_', '-')}" for f in fields(Limits)]
-    args = cli.build_parser().parse_args(["grade", *(x for i, o in enumerate(options) for x in (o, str(i + 1)))])
-    assert cli._limits(args) == Limits(*range(1, len(options) + 1))
+    values = range(len(options), 0, -1)  # (the kernel's /tmp, the last, is a part of its memory)
+    args = cli.build_parser().parse_args(["grade", *(x for o, v in zip(options, values) for x in (o, str(v)))])
+    assert cli._limits(args) == Limits(*values)
     assert cli._limits(cli.build_parser().parse_args(["grade", "--memory-mb", "100"])) == Limits(memory_mb=100)
     grade_help = " ".join(run_cli("grade", "--help").stdout.split())
     for f in fields(Limits):
         assert f"--{f.name.replace('_', '-')} N {f.metadata['help']} (default {f.default})" in grade_help
+
+
+TABLE_UNDER_ASCII = """
+import sys
+from autograder import batch, cli
+from autograder.grading import GradeResult
+batch.grade = lambda *args, **kwargs: [GradeResult("Jos\\N{LATIN SMALL LETTER E WITH ACUTE}", "05_self_attention",
+                                                   "sandbox", message="hidden-path: opened /srv/\\N{EM DASH}")]
+sys.exit(cli.main(["grade", "--workspace", sys.argv[1]]))
+"""
+
+
+def test_grades_table_prints_whatever_the_terminal_s_encoding(tmp_path):
+    """Under a strict locale (here PYTHONIOENCODING=ascii) a name or a message the encoding lacks is
+    printed escaped, never a UnicodeEncodeError instead of the table."""
+    proc = subprocess.run([sys.executable, "-c", TABLE_UNDER_ASCII, str(tmp_path / "ws")], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 1 and "Error" not in proc.stderr, proc.stderr  # 1: a status other than graded
+    assert "Jos\\xe9 " in proc.stdout and "opened /srv/\\u2014" in proc.stdout
 
 
 def test_the_workspace_is_never_the_repository_or_a_tracked_folder(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import torch
 from jupyter_client.manager import start_new_kernel
 
-from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode
+from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode, parse
 from autograder.boundary.runner_side import BoundaryError, Handle, KernelError, KernelLink
 from utils.checks import plain
 
@@ -87,6 +87,16 @@ def _tensor_node(shape, nbytes, dtype="float32"):
     return ["tensor", dtype, shape, False, "cpu", 0, None], [b"\x00" * nbytes]
 
 
+GENERATOR_BYTES = len(torch.Generator().get_state())
+# Data whose dtype, shape and byte count are right, that torch itself refuses with a RuntimeError
+TORCH_REFUSES = [
+    (*_tensor_node([0, 2**62, 2**62], 0), "malformed tensor.*overflow"),  # no elements, strides past int64
+    (["generator", 0], [b"\xff" * GENERATOR_BYTES], "malformed generator"),  # not an mt19937 state
+    (["tensor", "float32", [1], True, "cpu", 0, ["tensor", "float64", [1], False, "cpu", 1, None]],
+     [b"\0" * 4, b"\0" * 8], "malformed tensor.*dtype"),  # a gradient of another dtype
+]
+
+
 @pytest.mark.parametrize("tree, buffers, reason", [
     (*_tensor_node([10**12], 16), "elements|needs"),
     (*_tensor_node([2, 2], 15), "needs 16 bytes"),
@@ -102,6 +112,7 @@ def _tensor_node(shape, nbytes, dtype="float32"):
     (["set", [["list", []]]], [], "malformed set"),
     ("just a string", [], "tagged list"),
     (["float", "0x1p+99999999999"], [], "malformed float|hex"),
+    *TORCH_REFUSES,
 ])
 def test_hostile_messages_are_refused_with_a_reason(tree, buffers, reason):
     if reason is None:
@@ -109,6 +120,55 @@ def test_hostile_messages_are_refused_with_a_reason(tree, buffers, reason):
         return
     with pytest.raises(CodecError, match=reason):
         decode(tree, buffers)
+
+
+ONE_HASH = [["int", str((2**61 - 1) * k)] for k in range(1, 18)]  # 17 ints whose hash is 0
+
+
+@pytest.mark.parametrize("tree", [
+    ["set", ONE_HASH], ["frozenset", ONE_HASH],
+    *[[tag, [[key, ["none"]] for key in ONE_HASH]] for tag in ("dict", "counter", "odict")],
+    ["set", [["tuple", [key]] for key in ONE_HASH]],  # tuples of them share a hash too
+])
+def test_keys_that_share_one_hash_are_refused_before_a_set_or_dict_compares_them(tree):
+    """n keys of one hash cost a set or dict n²/2 comparisons (a set's in one uninterruptible C
+    call): past `Limits.same_hash` of them the reply is refused, so decoding stays linear."""
+    with pytest.raises(CodecError, match="keys of one hash"):
+        decode(tree, [])
+    few = [tree[0], tree[1][:16]]
+    assert len(decode(few, [])) == 16
+
+
+def test_keys_of_honest_data_whose_hashes_collide_decode():
+    assert decode(*encode({-1: "a", -2: "b", 0: 0.0, (1, 2): {frozenset({-1, -2})}})) == \
+        {-1: "a", -2: "b", 0: 0.0, (1, 2): {frozenset({-1, -2})}}
+
+
+def _nbgraders_session():
+    from autograder.boundary.execute import CappedKernelManager
+
+    return CappedKernelManager().session
+
+
+def _runners_session():
+    from autograder.boundary.runner import kernel_client
+
+    return kernel_client({}).session
+
+
+@pytest.mark.parametrize("read, expected", [
+    (lambda: decode(parse(b'["dict", [[["str", "k\\udcff"], ["str", "a\\ud800b"]]]]'), []),
+     {"k\\udcff": "a\\ud800b"}),
+    (lambda: decode(parse(b'["list", [["str", "\xed\xa0\x80"]]]'), []), ["\\ud800"]),  # UTF-8 of one: json passes it
+    (lambda: _nbgraders_session().unpack(b'{"text": ["a\\ud800b", {"k\\udcff": "\\ud83d\\ude00"}]}'),
+     {"text": ["a\\ud800b", {"k\\udcff": "\N{GRINNING FACE}"}]}),
+    (lambda: _runners_session().unpack(b'{"name": "stdout", "text": "a\\ud800b"}'), {"name": "stdout", "text": "a\\ud800b"}),
+], ids=["codec", "codec-utf8", "nbgrader-session", "runner-session"])
+def test_a_lone_surrogate_from_the_kernel_comes_in_as_its_escape(read, expected):
+    """Every way text of a kernel enters a grader process (autograder.kernel_text): each lone
+    surrogate (which no UTF-8 file can hold) comes in as its escape written out; a pair of them, one
+    character, as that character."""
+    assert read() == expected
 
 
 def test_deep_nesting_and_huge_counts_are_refused_before_building():
@@ -312,6 +372,18 @@ def test_a_forged_reply_is_refused_with_a_reason(hostile_link, tree, buffers, er
     Handle(hostile_link, "double")([1])  # opens the comm
     run_in_kernel(hostile_link, FORGE % (tree, buffers) + (DEEP if error == "nests" else ""))
     with pytest.raises((CodecError, BoundaryError), match=error):
+        Handle(hostile_link, "double")([1])
+
+
+@pytest.mark.parametrize("tree, buffers, reason", TORCH_REFUSES)
+def test_a_reply_torch_refuses_to_build_is_a_refused_reply(hostile_link, tree, buffers, reason):
+    """Refused as every reply that is not data is (ReplyRefused: the hand-in's status is `boundary`),
+    never torch's own RuntimeError in the test cell."""
+    from autograder.boundary.runner_side import ReplyRefused
+
+    Handle(hostile_link, "double")([1])  # opens the comm
+    run_in_kernel(hostile_link, FORGE % (repr(["dict", [[["str", "value"], tree]]]), repr(buffers)))
+    with pytest.raises(ReplyRefused, match="refused your code's answer: a " + reason):
         Handle(hostile_link, "double")([1])
 
 

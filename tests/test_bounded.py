@@ -230,3 +230,56 @@ def test_on_a_dask_cluster_the_hand_ins_end_the_same_way(batch, tmp_path):
     table = score_table(on_cluster)
     for student in ON_CLUSTER:
         assert any(student in line and CASES[student][1] in line for line in table.splitlines()), table
+
+
+def _log(base, name: str, content: bytes) -> None:
+    (base / name).mkdir()
+    (base / name / "guard.jsonl").write_bytes(content)
+
+
+def test_guard_logs_are_read_as_streams_within_their_bounds(tmp_path, monkeypatch):
+    """A kernel can write its guard log up to `--file-mb` and make more of them: 8 MiB of line ends,
+    a line of 8 MiB and twenty more logs cost the grader the bounds' bytes (tracemalloc's count of
+    what Python allocated), never the files' size."""
+    import os
+    import tracemalloc
+
+    from autograder import guard, integrity
+
+    monkeypatch.setattr(integrity, "GUARD_LOG_LINES", 1000, raising=False)
+    monkeypatch.setattr(integrity, "GUARD_LOG_BYTES", 64 << 10, raising=False)
+    key = os.urandom(32)
+    cell = guard.encode_line({"event": "cell", "n": 1, "hash": "x"}, key).encode()
+    _log(tmp_path, "kernel-a", b"x" * (8 << 20) + b"\n" + cell)
+    _log(tmp_path, "kernel-b", cell + b"\n" * (8 << 20))
+    for n in range(20):
+        _log(tmp_path, f"kernel-c{n:02}", cell)
+    tracemalloc.start()
+    try:
+        logs = integrity.read_guard_logs(tmp_path, key)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, f"{peak:,} bytes allocated to read 16 MiB of logs"
+    assert len(logs) == integrity.GUARD_LOGS and sum(map(len, logs)) <= 1000
+    assert [e["event"] for e in logs[0]] == ["garbled"]  # the long line is the last read of its file
+    assert logs[1][0]["event"] == "cell" and {e["event"] for e in logs[1][1:]} == {"garbled"}
+
+
+def test_a_guard_log_that_is_not_a_file_is_garbled_not_waited_for(tmp_path):
+    """A FIFO in the log's place (it would block a reader until someone writes), or a link."""
+    import os
+    import threading
+
+    from autograder import integrity
+
+    (tmp_path / "kernel-a").mkdir()
+    os.mkfifo(tmp_path / "kernel-a" / "guard.jsonl")
+    (tmp_path / "kernel-b").mkdir()
+    os.symlink("/dev/zero", tmp_path / "kernel-b" / "guard.jsonl")
+    logs = []
+    reader = threading.Thread(target=lambda: logs.extend(integrity.read_guard_logs(tmp_path, b"k")), daemon=True)
+    reader.start()
+    reader.join(60)
+    assert not reader.is_alive(), "the grader waits on the FIFO"
+    assert logs == [[{"event": "garbled", "detail": "not a file"}]] * 2

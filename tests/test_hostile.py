@@ -21,7 +21,7 @@ from autograder.export import export
 from autograder.feedback import feedback, hidden_lines
 from autograder.batch import grade
 from autograder.sandbox import Limits
-from autograder.workspace import open_workspace
+from autograder.workspace import add_submission, open_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -239,3 +239,48 @@ def test_two_grade_runs_on_one_workspace_at_once_both_finish(tmp_path):
     with Gradebook(ws.db_url) as gb:
         assert sorted(s.id for s in gb.students) == ["alice", "bob"]
         assert len(gb.find_assignment(name).submissions) == 2
+
+
+HOLDS_MEMORY = r'''
+import errno, json, os, resource
+_held = {"tmp": 0, "address_space": resource.getrlimit(resource.RLIMIT_AS)[0] >> 20}
+try:
+    with open("/tmp/held", "wb") as _file:
+        for _ in range(2 * TMP_MB):
+            _file.write(b"x" * (1 << 20))
+            _file.flush()
+            _held["tmp"] += 1
+except OSError as _exc:
+    _held["tmp_error"] = errno.errorcode[_exc.errno]
+os.remove("/tmp/held") if os.path.exists("/tmp/held") else None
+try:
+    os.write(os.memfd_create("held"), b"x" * (1 << 20))
+    _held["memfd"] = "held"
+except OSError as _exc:
+    _held["memfd"] = errno.errorcode[_exc.errno]
+print("HELD " + json.dumps(_held))
+'''
+
+
+def test_what_a_kernel_holds_beyond_its_address_space_is_within_its_memory_limit(tmp_path):
+    """`--memory-mb` counts all a kernel can hold: its private /tmp is a tmpfs of `--tmp-mb` (the
+    rest is its address space), and memfd_create, whose pages nothing counts, is refused. The
+    kernel tries to write twice its /tmp's size there and a memfd of 1 MiB."""
+    from hostile_cases import solution, with_cell
+
+    from autograder.sandbox import _libseccomp, probe
+
+    limits = Limits(cell_timeout=60, notebook_timeout=300, memory_mb=3072, output_kb=256, tmp_mb=16)
+    ws = open_workspace(tmp_path / "ws")
+    add_submission(ws, "holder", ASSIGNMENT, with_cell(solution(), HOLDS_MEMORY.replace("TMP_MB", str(limits.tmp_mb))))
+    [result] = grade(ws, [ASSIGNMENT], jobs=1, limits=limits)
+    assert result.status == "graded" and result.score.auto_score == result.score.auto_max, result.message
+    graded = nbformat.read(ws.autograded_path("holder", ASSIGNMENT), as_version=4)
+    [line] = [line for cell in graded.cells if cell.cell_type == "code" for out in cell.outputs
+              if out.get("name") == "stdout" for line in out.text.splitlines() if line.startswith("HELD ")]
+    held = json.loads(line[len("HELD "):])
+    assert held["address_space"] == limits.memory_mb - limits.tmp_mb
+    if probe()[0] == "namespaces":
+        assert held["tmp"] <= limits.tmp_mb and held["tmp_error"] == "ENOSPC", held
+    if _libseccomp() is not None:
+        assert held["memfd"] == "EPERM", held

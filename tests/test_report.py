@@ -118,6 +118,64 @@ def test_no_hidden_test_line_in_the_page_or_the_json(graded):
     assert "[a line quoting the hidden tests was removed]" in page  # mallory's pasted line, shown side by side
 
 
+def _copy_of(graded, tmp_path):
+    import shutil
+
+    shutil.copytree(graded["ws"].root, tmp_path / "ws")
+    return open_workspace(tmp_path / "ws")
+
+
+def test_a_lone_surrogate_a_kernel_logged_leaves_feedback_and_export_whole(graded, tmp_path):
+    """The guard logs a refused path escaped ("\\udcff", a byte that is not UTF-8); read back, it is
+    valid text (its escape written out), so its note reaches the report, the feedback pages and every
+    CSV, all whole."""
+    import os
+
+    from autograder import guard, integrity
+    from autograder.feedback import feedback
+    from autograder.grading import GradeResult, finish
+
+    ws = _copy_of(graded, tmp_path)
+    key = os.urandom(32)
+    (tmp_path / "sandbox" / "kernel-1").mkdir(parents=True)
+    (tmp_path / "sandbox" / "kernel-1" / "guard.jsonl").write_text(
+        guard.encode_line({"event": "hidden-path", "detail": "opened /srv/gr\udcffding", "n": 2}, key))
+    logs = integrity.read_guard_logs(tmp_path / "sandbox", key)
+    notes = [f.text for f in integrity.guard_findings(logs, None)]
+    finish(ws, GradeResult("ada", A, "sandbox", message=notes[0], notes=notes))
+    files = [*feedback(ws, [A]), *export(ws, tmp_path / "csv")]
+    texts = {path.name if path.suffix == ".csv" else path.parts[-3]: path.read_bytes().decode("utf-8")
+             for path in files}
+    assert len(texts) == 5 + 4 and all(texts.values())
+    for name in ("ada", "grades.csv"):
+        assert "hidden-path: opened /srv/gr\\udcffding" in texts[name]
+
+
+def test_an_export_or_a_feedback_page_that_fails_midway_leaves_the_files_as_they_were(graded, tmp_path, monkeypatch):
+    """Written beside, then moved into place: an error while writing (here: the disk is full while
+    export writes bugsy's row, a page that cannot be encoded) leaves no file cut short."""
+    from autograder import export as exporting
+    from autograder import feedback as pages
+
+    ws = _copy_of(graded, tmp_path)
+    before = {p: p.read_bytes() for p in [*export(ws, tmp_path / "csv"), *pages.feedback(ws, [A])]}
+    status, render = exporting._status, pages.render
+
+    def status_or_full_disk(ws, student, assignment):
+        if student == "bugsy":
+            raise OSError("no space left on device")
+        return status(ws, student, assignment)
+
+    monkeypatch.setattr(exporting, "_status", status_or_full_disk)
+    monkeypatch.setattr(pages, "render", lambda student, *args: render(student, *args) + "\ud800")
+    with pytest.raises(OSError):
+        export(ws, tmp_path / "csv")
+    with pytest.raises(UnicodeEncodeError):
+        pages.feedback(ws, [A])
+    assert {p: p.read_bytes() for p in before} == before, "a file was left cut short"
+    assert not list(tmp_path.rglob("*.draft"))
+
+
 def test_report_before_grading_says_what_to_run(tmp_path):
     proc = run_cli("report", "--workspace", str(tmp_path / "fresh"))
     assert proc.returncode == 2 and "autograder grade" in proc.stderr

@@ -32,6 +32,7 @@ import numpy
 import torch
 
 from autograder.jsonscan import JsonBounds, TooLarge, check
+from autograder.kernel_text import valid
 
 TARGET = "course.boundary"  # the Jupyter comm target the kernel's agent answers on
 TENSOR_DTYPES = {
@@ -75,6 +76,7 @@ class Limits:
     scan_from: int = 64 << 10     # a smaller tree is parsed at once: it cannot build more than a few MB
     int_digits: int = 4000        # Python's own limit for int("...") is 4300
     str_chars: int = 4 << 20
+    same_hash: int = 16           # items of one set, or keys of one dict, that share one hash (see _few_collisions)
 
 
 def encode(value, limits: Limits = Limits(), other=None) -> tuple[list, list[bytes]]:
@@ -183,7 +185,9 @@ def decode(tree, buffers: list, limits: Limits = Limits(), resolve=None):
             raise CodecError(f"an unknown tag {tag[:40]!r}")
         try:
             return _DECODERS[tag](args, walk, take, depth, limits, resolve)
-        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        # RuntimeError: what torch raises on data it cannot take (a stride that overflows, a generator
+        # state it does not accept, a gradient of another dtype); RecursionError is one
+        except (TypeError, ValueError, OverflowError, RuntimeError) as exc:
             if isinstance(exc, CodecError):  # OverLimit too
                 raise
             raise CodecError(f"a malformed {tag} node ({exc})") from None
@@ -223,7 +227,7 @@ def _decode_str(args, walk, take, depth, limits, resolve):
         raise CodecError("a str node without a string")
     if len(text) > limits.str_chars:
         raise OverLimit(f"a str of more than {limits.str_chars} characters")
-    return str(text)
+    return valid(text)  # a lone surrogate (JSON lets one through) as its escape: autograder.kernel_text
 
 
 def _decode_bool(args, walk, take, depth, limits, resolve):
@@ -239,6 +243,8 @@ def _decode_simple(tag):
         if type(items) is not list:
             raise CodecError(f"a {tag} node without a list of items")
         values = [walk(x, depth + 1) for x in items]
+        if tag in ("set", "frozenset"):
+            _few_collisions(values, limits, tag)
         return _SIMPLE_TAGS[tag](values)
     return decode_items
 
@@ -248,11 +254,26 @@ def _decode_pairs(tag):
         (pairs,) = _arity(args, 1, tag)
         if type(pairs) is not list or not all(type(p) is list and len(p) == 2 for p in pairs):
             raise CodecError(f"a {tag} node without a list of [key, value] pairs")
+        decoded = [(walk(key, depth + 1), walk(value, depth + 1)) for key, value in pairs]
+        _few_collisions([key for key, _ in decoded], limits, tag)
         result = _PAIR_TAGS[tag]()
-        for key, value in pairs:
-            result[walk(key, depth + 1)] = walk(value, depth + 1)
+        for key, value in decoded:
+            result[key] = value
         return result
     return decode_pairs
+
+
+def _few_collisions(keys: list, limits: Limits, tag: str) -> None:
+    """Refuse keys of which more than `limits.same_hash` share one hash. A set or dict compares a
+    new key with every key of the same hash it holds, so n such keys cost n²/2 comparisons, in one
+    C call for a set that no alarm interrupts (45,000 multiples of 2**61 - 1, 1.3 MB of JSON, took
+    82 s). With the cap, building costs at most `same_hash` comparisons a key: linear in the reply.
+    Honest data never comes near it (-1 and -2 are the usual pair)."""
+    if not keys:
+        return
+    _, count = Counter(map(hash, keys)).most_common(1)[0]
+    if count > limits.same_hash:
+        raise OverLimit(f"a {tag} with {count} keys of one hash, more than the limit of {limits.same_hash}")
 
 
 def _shape(shape, limits: Limits) -> tuple[int, ...]:

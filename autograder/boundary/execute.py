@@ -35,6 +35,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import default
 
+from autograder import kernel_text
 from autograder.waiting import readable_within
 
 ENV = "AUTOGRADER_SPLIT"
@@ -161,11 +162,16 @@ class PromptKernelClient(AsyncKernelClient):
 
 class CappedKernelManager(AsyncKernelManager):
     """nbclient's kernel manager, whose sockets and whose clients' sockets (every socket the grader
-    reads the kernel on) take messages up to KERNEL_MESSAGE_CAP; its clients are PromptKernelClient."""
+    reads the kernel on) take messages up to KERNEL_MESSAGE_CAP, and whose session (its clients')
+    reads every str of them valid (autograder.kernel_text); its clients are PromptKernelClient."""
 
     @default("context")
     def _context_default(self):
         return _capped(super()._context_default())
+
+    @default("session")
+    def _session_default(self):
+        return kernel_text.session(parent=self)
 
     @default("client_factory")
     def _client_factory_default(self):

@@ -29,6 +29,7 @@ import sys
 import traceback
 
 import utils.checks as checks
+from autograder import kernel_text
 from autograder.boundary.runner_side import MESSAGE_CAP, Boundary, Handle, KernelLink, NoAnswer
 
 TIMEOUT_NAME = "CellTimeoutError"
@@ -73,12 +74,7 @@ class Runner:
         self.stream_left = [STREAM_CAP]
 
     def start(self, connection: dict, names: list[str], timeout: float) -> dict:
-        import zmq
-        from jupyter_client import BlockingKernelClient
-
-        client = BlockingKernelClient()
-        client.load_connection_info(connection)
-        client.context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_CAP)  # a larger broadcast drops the connection, not us
+        client = kernel_client(connection)
         client.start_channels()
         self.link = KernelLink(client, timeout=timeout)
         self.timeout = timeout
@@ -122,6 +118,18 @@ class Runner:
         if error is not None:
             outputs.append(_error_output(error, test))
         return {"outputs": outputs, "interrupt": interrupt}
+
+
+def kernel_client(connection: dict):
+    """The runner's client of the kernel: it reads broadcasts of at most MESSAGE_CAP bytes (a larger
+    one drops the connection, not the runner) and every str of them valid (autograder.kernel_text)."""
+    import zmq
+    from jupyter_client import BlockingKernelClient
+
+    client = BlockingKernelClient(session=kernel_text.session())
+    client.load_connection_info(connection)
+    client.context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_CAP)
+    return client
 
 
 def _timed_out(error) -> bool:

@@ -29,7 +29,7 @@ import weakref
 
 import torch
 
-from autograder.boundary.codec import TARGET, CodecError, Limits, OverLimit, Ref, decode, encode, parse, tensors_in
+from autograder.boundary.codec import TARGET, CodecError, Limits, Ref, decode, encode, parse, tensors_in
 
 BUILTIN_ERRORS = {
     cls.__name__: cls for cls in (
@@ -52,8 +52,8 @@ class NoAnswer(BoundaryError):
 
 
 class ReplyRefused(BoundaryError):
-    """A reply of the kernel past the grader's limits, refused before it was read whole (the
-    hand-in's status is then `boundary`: autograder.grading)."""
+    """A reply of the kernel past the grader's limits, refused before it was read whole, or one that
+    is not data the codec builds (the hand-in's status is then `boundary`: autograder.grading)."""
 
 
 ERROR_CHARS = 2000            # of the message of an error the kernel reports (its agent cuts there too)
@@ -136,13 +136,11 @@ class KernelLink:
         frames = self._reply(number, deadline)
         try:
             reply = decode(parse(frames[0], self.limits), frames[1:], self.limits, self._handle)
-        except OverLimit as exc:
+        except CodecError as exc:  # past a limit (OverLimit), or not data the codec builds
             raise ReplyRefused(f"the grader refused your code's answer: {exc}") from None
         except MemoryError:
             raise ReplyRefused("the grader refused your code's answer: reading it needs more memory than "
                                "the grader's runner may use") from None
-        except CodecError as exc:
-            raise BoundaryError(f"an unreadable reply from the kernel ({exc})") from None
         if type(reply) is not dict:
             raise BoundaryError("the kernel's reply is not a dict")
         self._printed(reply.get("printed"))
