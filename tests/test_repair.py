@@ -1,12 +1,11 @@
 """`repair` and the integrity scan, without running a notebook."""
 import copy
 import json
-import shutil
 
 import nbformat
 import pytest
 from hostile_cases import (
-    ASSIGNMENT, TAMPERING, answer_in_wrong_cell, dump, colab_round_trip, duplicated_and_deleted, edit_metadata, first_answer,
+    ASSIGNMENT, TAMPERING, answer_in_wrong_cell, bare_workspace, dump, colab_round_trip, duplicated_and_deleted, edit_metadata, first_answer,
     reads_running_cell, release, solution, strip_metadata, edited_test_cells, with_cell,
 )
 
@@ -14,7 +13,6 @@ from autograder import course, integrity
 from autograder.course import ASK_AGAIN
 from autograder.repair import affinity, repair
 from autograder.status import Kind, Run, decide_status
-from autograder.workspace import open_workspace
 from utils.cells import is_answer, is_locked, nbgrader_meta
 
 
@@ -133,17 +131,6 @@ def test_copies_of_cells_do_not_share_ids():
     assert len(ids) == len(set(ids))
 
 
-def _prepared_workspace(root):
-    """A workspace holding the assignment's source and release (as `release` builds them), enough
-    for `prepare`: nothing of nbgrader runs."""
-    ws = open_workspace(root)
-    for path, target in ((course.solution_path(ASSIGNMENT), ws.source_path(ASSIGNMENT)),
-                         (course.release_path(ASSIGNMENT), ws.release_path(ASSIGNMENT))):
-        target.parent.mkdir(parents=True)
-        shutil.copyfile(path, target)
-    return ws
-
-
 def _first(cells, kind):
     return next(c for c in cells if c["cell_type"] == kind)
 
@@ -187,7 +174,7 @@ def test_a_hand_in_that_breaks_the_notebook_format_is_repaired_or_refused(kind, 
     refused as unreadable with a message (issue 51)."""
     from autograder.grading import prepare
 
-    ws = _prepared_workspace(tmp_path / "ws")
+    ws = bare_workspace(tmp_path / "ws")
     data = json.loads(dump(solution()))
     damage, outcome = BROKEN_FORMAT[kind]
     damage(data)
@@ -203,3 +190,36 @@ def test_a_hand_in_that_breaks_the_notebook_format_is_repaired_or_refused(kind, 
     written = nbformat.read(target, as_version=4)
     nbformat.validate(written)
     assert answers(written) == answers(solution())
+
+
+def test_a_long_hand_in_is_prepared_with_each_cell_parsed_at_most_once(tmp_path, monkeypatch):
+    """A hand-in of many one-line cells and none of the release's: repair looks for every missing
+    answer among them by position and by the name it defines, and the scan reads each as the
+    student's code. Each cell is parsed at most once by each, whatever the number of missing
+    answers (repair parsed every cell once per missing code answer: 9 times for this notebook;
+    120,000 such cells took 210 s of a grade process, issue 51)."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from autograder import grading, repair as repair_module
+    from utils import cells as cell_model
+
+    parses = {"repair": 0, "scan": 0}
+
+    def counting(module):
+        def parse(source):
+            parses[module] += 1
+            return cell_model.parse(source)
+        return parse
+
+    protected = integrity.protected_names(solution())  # (read from the course's own cells, before counting)
+    monkeypatch.setattr(repair_module, "parse", counting("repair"))
+    monkeypatch.setattr(integrity, "parse", counting("scan"))
+    ws = bare_workspace(tmp_path / "ws")
+    cells = 2000
+    target = ws.submission_path("long", ASSIGNMENT)
+    target.parent.mkdir(parents=True)
+    nbformat.write(new_notebook(cells=[new_code_cell(f"x{i} = {i}") for i in range(cells)]), target)
+    notebook, unfit, _ = grading.prepare(ws, "long", ASSIGNMENT)
+    assert unfit is None
+    integrity.scan(notebook, release(), protected)
+    assert 0 < parses["repair"] <= cells and 0 < parses["scan"] <= cells, parses
