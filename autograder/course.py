@@ -174,7 +174,7 @@ def decode_notebook(data: bytes) -> tuple[nbformat.NotebookNode, list[str]]:
     try:  # validated below, against the version the grader writes (nbformat.reads would validate it once more)
         nb = nbformat.convert(nbformat.reader.reads(text), 4)
     except Exception as exc:  # nbformat raises several kinds for a damaged structure
-        raise CourseError(f"the notebook is damaged ({type(exc).__name__}: {_error_text(exc)}): {ASK_AGAIN}") from None
+        raise CourseError(f"the notebook is damaged ({type(exc).__name__}: {error_text(exc)}): {ASK_AGAIN}") from None
     if not isinstance(nb.get("cells"), list):
         raise _not_a_notebook("it has no list of cells")
     minor = raw.get("nbformat_minor", 0)
@@ -195,7 +195,7 @@ def decode_notebook(data: bytes) -> tuple[nbformat.NotebookNode, list[str]]:
     return nb, notes + rebuilt
 
 
-def _error_text(exc: Exception) -> str:
+def error_text(exc: Exception) -> str:
     """An error's text for a message: its first 200 characters, lone surrogates escaped."""
     return str(exc)[:200].encode("utf-8", "backslashreplace").decode("utf-8")
 

@@ -303,8 +303,10 @@ def autograde(
     settings=None,
     keep: list | None = None,
     verdict_only: bool = False,
+    timeout: float | None = None,
 ) -> None:
     """nbgrader autograde one student's hand-in of `assignment`, its kernel in the sandbox (`autograder.sandbox`) with `settings` (default limits).
+    The run is stopped (NotebookTimeout) past `timeout` seconds (default: the notebook's limit).
 
     `keep`, a list, receives the guard logs (one list of events per kernel started).
     `verdict_only`: stop at the first test cell that fails (SplitExecute), the later test cells
@@ -341,7 +343,7 @@ def autograde(
                "AUTOGRADER_SPLIT": str(course)}
         args.append(f"--KernelManager.ip={runtime}/kernel")  # Unix sockets: kernel-1 ... kernel-5
         try:
-            run_nbgrader(ws, *args, timeout=settings.limits.notebook_timeout, env=env)
+            run_nbgrader(ws, *args, timeout=settings.limits.notebook_timeout if timeout is None else timeout, env=env)
         finally:
             if keep is not None:
                 keep.extend(read_guard_logs(base, key))
