@@ -232,14 +232,14 @@ def test_a_stored_result_is_never_graded_again_and_nothing_is_retried_or_left(tm
         return real_store(ws, student, assignment, outcome)
 
     monkeypatch.setattr(coordinator, "_store", store)
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
-        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                           dashboard_address=None, silence_logs=50)
     try:
-        results = {r.student: r for r in grade(ws, [ASSIGNMENT], cluster=cluster.scheduler_address)}
-    finally:
-        cluster.close()
-    try:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
+            cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                               dashboard_address=None, silence_logs=50)
+        try:
+            results = {r.student: r for r in grade(ws, [ASSIGNMENT], cluster=cluster.scheduler_address)}
+        finally:
+            cluster.close()
         assert calls_of(calls) == {"a-first": 1, "b-killed": 2, "c-raises": 1, "d-store": 1}
         assert set(results) == set(students)
         for student, says in (("c-raises", "RuntimeError: this task fails the same way"), ("d-store", "OSError: no space")):
