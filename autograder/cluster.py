@@ -25,6 +25,12 @@ flight than the workers have threads, so a worker holds only the hand-in it is g
 What a hand-in's kernel sends cannot take a worker down: the worker grades with the same
 bounded runner (its replies refused past the codec's limits, its data memory limited: status
 `boundary` or `runner-stopped`), so such a hand-in is not retried (tests/test_bounded.py).
+A task that raises is not run again either (what fails there fails the same way again: a
+failure of the hand-in is already its status, from grade_one), and whatever fails for one
+hand-in (sending it, its task, storing what came back) is that hand-in's `failed` with a
+message. A result is released from the cluster as soon as it is stored, so a worker that dies
+later makes no one compute it again. A worker's folders (its scratch workspace, the sandbox,
+nbgrader's log) are removed whatever ends it, by its reaper if it is killed (autograder.scratch).
 """
 from __future__ import annotations
 
@@ -40,16 +46,16 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from autograder import gradebook
+from autograder import gradebook, scratch
 from autograder.course import CourseError
-from autograder.grading import GradeResult, finish, grade_one, keep_original
+from autograder.grading import GradeResult, failure, grade_one, keep_original, scored_zero
 from autograder.sandbox import Limits
 from autograder.scores import read_scores
-from autograder.status import Run, decide_status
+from autograder.status import Run
 from autograder.workspace import Workspace, ensure_scripts_on_path, open_workspace
 
 INSTALL_HINT = "grading on a cluster needs Dask: pip install .[cluster]  (or: pip install 'dask[distributed]>=2024.1')"
-RETRIES = 1  # a task that raised (an error of the worker, not of the hand-in) runs once more
+KILLED = "the grading worker died each time it graded this hand-in; scored 0 (grade it again alone to see why)"
 
 
 def _dask():
@@ -128,8 +134,8 @@ def grade_remote(template_bytes: bytes, student: str, assignment: str, handin: d
     """On a worker: grade one hand-in (`handin`: file name -> bytes of its submission folder,
     the notebook as it arrived) in a temporary workspace; return what the coordinator writes."""
     ensure_scripts_on_path()
-    with tempfile.TemporaryDirectory(prefix="course-worker-") as tmp:
-        ws = open_workspace(Path(tmp) / "ws")
+    with scratch.folder("course-worker-") as tmp:
+        ws = open_workspace(tmp / "ws")
         _unpack(template_bytes, ws.root)
         folder = ws.submission_path(student, assignment).parent
         folder.mkdir(parents=True)
@@ -173,27 +179,28 @@ def grade_pairs(ws: Workspace, pairs: list[tuple[str, str]], address: str, limit
         def submit_more() -> None:
             while waiting and running.count() < slots():
                 student, assignment = waiting.pop(0)
-                original = keep_original(ws, student, assignment)
-                folder = ws.submission_path(student, assignment).parent
-                handin = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")}
-                handin[original.name] = original.read_bytes()
-                key = f"grade-{assignment}-{student}-{hashlib.sha1(handin[original.name]).hexdigest()[:12]}"
+                try:
+                    handin = _handin(ws, student, assignment)
+                except Exception as exc:  # noqa: BLE001  (a hand-in that cannot be sent: its status)
+                    results[(student, assignment)] = scored_zero(ws, student, assignment, Run.FAILED,
+                                                                 failure("sending it to a worker", exc))
+                    continue
+                digest = hashlib.sha1(handin[ws.original_path(student, assignment).name]).hexdigest()[:12]
+                key = f"grade-{assignment}-{student}-{digest}"
+                # No retries: what fails in a task fails the same way again (grade_one turns every
+                # failure of the hand-in into its status); a worker's death is Dask's allowed-failures.
                 future = client.submit(grade_remote, templates[assignment], student, assignment, handin, limits,
-                                       key=key, retries=RETRIES, pure=False)
+                                       key=key, pure=False)
                 futures[future] = (student, assignment)
                 running.add(future)
 
         submit_more()
         for future in running:
-            student, assignment = futures.pop(future)
-            try:
-                outcome = future.result()
-            except distributed.KilledWorker as exc:
-                results[(student, assignment)] = _killed(ws, student, assignment, exc)
-            except Exception as exc:  # the worker failed twice for a reason of its own: say so
-                results[(student, assignment)] = _failed(ws, student, assignment, exc)
-            else:
-                results[(student, assignment)] = _store(ws, student, assignment, outcome)
+            pair = futures.pop(future)
+            results[pair] = _result(ws, *pair, future, distributed)
+            # Stored: the cluster may forget it. A future still held (this loop's variable holds the
+            # last one) is computed again when the worker that keeps its result dies.
+            future.release()
             submit_more()
         return [results[pair] for pair in pairs]
     finally:
@@ -201,6 +208,30 @@ def grade_pairs(ws: Workspace, pairs: list[tuple[str, str]], address: str, limit
         client.close()
         if cluster is not None and address.startswith("local:"):
             cluster.close()
+
+
+def _handin(ws: Workspace, student: str, assignment: str) -> dict:
+    """The files of a hand-in's submission folder, its notebook as it arrived (kept once)."""
+    original = keep_original(ws, student, assignment)
+    folder = ws.submission_path(student, assignment).parent
+    handin = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")}
+    handin[original.name] = original.read_bytes()
+    return handin
+
+
+def _result(ws: Workspace, student: str, assignment: str, future, distributed) -> GradeResult:
+    """What a hand-in's task gave, written into the workspace: the GradeResult; whatever failed
+    (the task, its workers, storing what it sent) is the hand-in's status."""
+    try:
+        outcome = future.result()
+    except distributed.KilledWorker:
+        return scored_zero(ws, student, assignment, Run.CRASHED, KILLED)
+    except Exception as exc:  # noqa: BLE001
+        return scored_zero(ws, student, assignment, Run.FAILED, failure("the grading worker", exc))
+    try:
+        return _store(ws, student, assignment, outcome)
+    except Exception as exc:  # noqa: BLE001
+        return scored_zero(ws, student, assignment, Run.FAILED, failure("storing what the worker sent", exc))
 
 
 def _store(ws: Workspace, student: str, assignment: str, outcome: dict):
@@ -227,15 +258,3 @@ def _store(ws: Workspace, student: str, assignment: str, outcome: dict):
     scores = read_scores(ws, assignment, [student])
     result.score = scores[0] if scores else None
     return result
-
-
-def _killed(ws: Workspace, student: str, assignment: str, exc):
-    gradebook.zero_grades(ws, student, assignment)
-    message = "the grading worker died each time it graded this hand-in; scored 0 (grade it again alone to see why)"
-    return finish(ws, GradeResult(student, assignment, decide_status(Run.CRASHED, []), message=message))
-
-
-def _failed(ws: Workspace, student: str, assignment: str, exc):
-    gradebook.zero_grades(ws, student, assignment)
-    message = f"the grading worker failed: {type(exc).__name__}: {str(exc)[:200]}"
-    return finish(ws, GradeResult(student, assignment, decide_status(Run.FAILED, []), message=message))

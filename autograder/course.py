@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import nbformat
-from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
 from autograder.jsonscan import JsonBounds, TooLarge, check
+from autograder.wellformed import NotWellFormed, new_cell_id, well_formed
 from utils.cells import grade_id  # noqa: F401  (the cell model is utils.cells; course.grade_id for scripts and tests)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -146,9 +146,11 @@ def decode_notebook(data: bytes) -> tuple[nbformat.NotebookNode, list[str]]:
     """A notebook from the bytes of a file, whatever way it was saved: UTF-8 with or without
     a byte-order mark, UTF-16 or UTF-32, Windows line ends, NUL padding at the end, any
     nbformat version (upgraded to 4.5: nbformat 3's worksheets become cells, missing cell
-    ids are added). Returns the notebook and one note per conversion (nothing is noted for
-    a file saved the usual way). Only what is not a notebook raises a CourseError that
-    says what to ask the student for. Cell sources and outputs are never changed."""
+    ids are added), lone surrogates in its strings, cells that break the notebook format
+    (`autograder.wellformed`: rebuilt from their valid parts). Returns the notebook and one
+    note per conversion (nothing is noted for a file saved the usual way). Only what is not
+    a notebook raises a CourseError that says what to ask the student for. A cell's text is
+    never changed but for those characters, and a source that is not text (null)."""
     if len(data) > NOTEBOOK_BOUNDS.bytes:
         raise CourseError(f"the file is {len(data) >> 20} MiB, more than the {NOTEBOOK_BOUNDS.bytes >> 20} MiB the grader "
                           "reads: ask for it again with its outputs cleared (Edit > Clear All Outputs)")
@@ -167,10 +169,12 @@ def decode_notebook(data: bytes) -> tuple[nbformat.NotebookNode, list[str]]:
     if not isinstance(raw, dict) or not isinstance(raw.get("cells", raw.get("worksheets")), list) \
             or not isinstance(raw.get("nbformat"), int):
         raise _not_a_notebook("it is JSON, but has no nbformat version and list of cells")
-    try:
-        nb = nbformat.reads(text, as_version=4)
+    text, replaced = _without_lone_surrogates(text, raw)
+    notes += replaced
+    try:  # validated below, against the version the grader writes (nbformat.reads would validate it once more)
+        nb = nbformat.convert(nbformat.reader.reads(text), 4)
     except Exception as exc:  # nbformat raises several kinds for a damaged structure
-        raise CourseError(f"the notebook is damaged ({type(exc).__name__}: {exc}): {ASK_AGAIN}") from None
+        raise CourseError(f"the notebook is damaged ({type(exc).__name__}: {error_text(exc)}): {ASK_AGAIN}") from None
     if not isinstance(nb.get("cells"), list):
         raise _not_a_notebook("it has no list of cells")
     minor = raw.get("nbformat_minor", 0)
@@ -178,12 +182,36 @@ def decode_notebook(data: bytes) -> tuple[nbformat.NotebookNode, list[str]]:
     new = (nbformat.v4.nbformat, nbformat.v4.nbformat_minor)
     missing = [cell for cell in nb.cells if not isinstance(cell.get("id"), str) or not cell.get("id")]
     if old < new:
-        used = {cell.get("id") for cell in nb.cells}
+        used = {cell.get("id") for cell in nb.cells if cell.get("id") and isinstance(cell.get("id"), str)}
         for cell in missing:
-            while cell.get("id") in used or not cell.get("id"):
-                cell["id"] = random_cell_id()
-            used.add(cell["id"])
+            cell["id"] = new_cell_id(used)
         nb.nbformat, nb.nbformat_minor = new
         ids = f" (added {len(missing)} cell ids)" if missing else ""
         notes.append(f"converted: nbformat {old[0]}.{old[1]} → {new[0]}.{new[1]}{ids}")
-    return nb, notes
+    try:
+        nb, rebuilt = well_formed(nb)
+    except NotWellFormed as exc:
+        raise CourseError(f"{exc}: {ASK_AGAIN}") from None
+    return nb, notes + rebuilt
+
+
+def error_text(exc: Exception) -> str:
+    """An error's text for a message: its first 200 characters, lone surrogates escaped."""
+    return str(exc)[:200].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# A JSON escape of a UTF-16 surrogate: in a valid file only as half of a pair (two escapes in a row).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _without_lone_surrogates(text: str, raw) -> tuple[str, list[str]]:
+    """`text` with each lone surrogate that a JSON escape ("\\ud800") put in its strings replaced
+    by U+FFFD (the text could not be written as UTF-8 otherwise), and a note when any was."""
+    if not _SURROGATE_ESCAPE.search(text):
+        return text, []
+    parsed = json.dumps(raw, ensure_ascii=False)
+    fixed, count = re.subn("[\ud800-\udfff]", "\ufffd", parsed)
+    if not count:
+        return text, []
+    return fixed, [f"converted: {count} character{'s' if count != 1 else ''} that Unicode does not allow "
+                   "(lone surrogates, written as JSON escapes) → U+FFFD"]

@@ -27,7 +27,7 @@ import nbformat
 from filelock import FileLock
 
 from autograder import gradebook
-from autograder.course import CourseError, assignments, load_notebook, read_notebook, release_path
+from autograder.course import CourseError, assignments, error_text, load_notebook, read_notebook, release_path
 from autograder.experiments import experiment_cells
 from autograder.integrity import guard_findings, protected_names, scan
 from autograder.repair import affinity, repair
@@ -118,13 +118,39 @@ def prepare(ws: Workspace, student: str, assignment: str):
 def grade_one(ws: Workspace, student: str, assignment: str, limits=None, verdict_only: bool = False) -> GradeResult:
     """Grade one hand-in, report and gradebook row included: what every grading path runs.
     Two grade runs on one workspace (two terminals) take turns on the same hand-in.
-    `verdict_only` (the mutant harness): the run stops at the first test cell that fails."""
-    with FileLock(ws.lock_path(f"{assignment}-{student}")):
-        return _grade_one(ws, student, assignment, limits or Limits(), verdict_only)
+    `verdict_only` (the mutant harness): the run stops at the first test cell that fails.
+    Never raises: whatever fails in preparing, grading or storing the hand-in (an error of the
+    grader's own, a file it cannot write) is its status `failed`, with the error in its message,
+    so one hand-in never stops a batch."""
+    try:
+        with FileLock(ws.lock_path(f"{assignment}-{student}")):
+            return _grade_one(ws, student, assignment, limits or Limits(), verdict_only)
+    except Exception as exc:  # noqa: BLE001  (any error of one hand-in is that hand-in's status)
+        return scored_zero(ws, student, assignment, Run.FAILED, failure("the grader", exc))
+
+
+def failure(who: str, exc: Exception) -> str:
+    """The message of a hand-in whose grading raised `exc` in `who`."""
+    return (f"{who} failed on this hand-in ({type(exc).__name__}: {error_text(exc)}); scored 0: grade it again "
+            "alone, and if it fails the same way, report it as a bug of the grader")
+
+
+def scored_zero(ws: Workspace, student: str, assignment: str, run: Run, message: str) -> GradeResult:
+    """The result of a hand-in that scores 0 because its run did not complete (`run`): its
+    gradebook row zeroed and its report written, or, when even that fails, its message says so.
+    Never raises."""
+    result = GradeResult(student, assignment, decide_status(run, []), message=message)
+    try:
+        gradebook.zero_grades(ws, student, assignment)
+        return finish(ws, result)
+    except Exception as exc:  # noqa: BLE001  (the batch goes on; the score table shows the message)
+        result.message += f"; its gradebook row and report could not be written ({type(exc).__name__}: {error_text(exc)})"
+        return result
 
 
 def _grade_one(ws: Workspace, student: str, assignment: str, limits, verdict_only: bool = False) -> GradeResult:
     start = time.monotonic()
+    deadline = start + limits.notebook_timeout  # the grader's own preparation counts too
     notebook, unfit, repairs = prepare(ws, student, assignment)
     findings: list[Finding] = []
     if unfit is not None:
@@ -133,7 +159,7 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits, verdict_onl
         source = read_notebook(ws.source_path(assignment))
         findings += scan(notebook, read_notebook(ws.release_path(assignment)), protected_names(source))
         logs: list[list[dict]] = []
-        run, message = _run(ws, student, assignment, limits, source, logs, verdict_only)
+        run, message = _run(ws, student, assignment, limits, source, logs, deadline, verdict_only)
         if run is Run.CRASHED:
             message += _crash_cell(logs, notebook, source)
         if run is Run.COMPLETED:
@@ -152,21 +178,25 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits, verdict_onl
     return finish(ws, result)
 
 
-def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: list,
+def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: list, deadline: float,
          verdict_only: bool = False) -> tuple[Run, str]:
-    """nbgrader autograde of the hand-in in the sandbox: how it ended, and why when it did not
-    complete. `logs` receives the guard's logs."""
+    """nbgrader autograde of the hand-in in the sandbox, stopped at `deadline` (time.monotonic):
+    how it ended, and why when it did not complete. `logs` receives the guard's logs."""
     settings = Settings(limits=limits, notebook=str(ws.submission_path(student, assignment)),
                         experiment_cells=experiment_cells(source))
 
     def attempt():
         logs.clear()
-        autograde(ws, student, assignment, settings=settings, keep=logs, verdict_only=verdict_only)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise NotebookTimeout("no time left")
+        autograde(ws, student, assignment, settings=settings, keep=logs, verdict_only=verdict_only, timeout=left)
 
     try:
         gradebook.retry(attempt, attempts=AUTOGRADE_ATTEMPTS)  # nbgrader runs side by side share the gradebook
     except NotebookTimeout:
-        return Run.NOTEBOOK_TIMEOUT, f"the notebook ran past its {limits.notebook_timeout} s limit and was stopped"
+        return Run.NOTEBOOK_TIMEOUT, (f"the notebook ran past its {limits.notebook_timeout} s limit (reading, repairing "
+                                      "and scanning it included) and was stopped")
     except KernelDied:
         return Run.CRASHED, "the kernel died"
     except RunnerStopped:

@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 
+from autograder import scratch
 from autograder.waiting import readable_within
 
 MAX_COMMANDS = 400
@@ -58,6 +59,7 @@ class Runner:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True,  # its process group: nbgrader and the kernel launchers it starts
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            pass_fds=scratch.reaper_fds(),  # it writes into our sandbox folders: the reaper waits for it too
         )
         self.ready = False
         self.commands = 0
@@ -85,10 +87,8 @@ class Runner:
                 self.kill()
                 raise RunnerDied("the nbgrader runner did not start") from None
             self.ready = True
-        fd, log_path = tempfile.mkstemp(prefix="nbgrader-log-")
-        os.close(fd)
-        try:
-            request = {"args": list(args), "env": env, "cwd": str(cwd), "log": log_path}
+        with scratch.file("nbgrader-log-") as log:
+            request = {"args": list(args), "env": env, "cwd": str(cwd), "log": str(log)}
             self.commands += 1
             try:
                 self.proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -99,10 +99,8 @@ class Runner:
                 raise
             except (RunnerDied, BrokenPipeError, ValueError):
                 self.kill()
-                raise RunnerDied(_read(log_path)) from None
-            return int(reply["rc"]), _read(log_path)
-        finally:
-            os.unlink(log_path)
+                raise RunnerDied(_read(log)) from None
+            return int(reply["rc"]), _read(log)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

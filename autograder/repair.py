@@ -21,6 +21,7 @@ cell sits, between the same matched neighbours.
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
 import uuid
 from dataclasses import dataclass, field
@@ -37,18 +38,20 @@ class Repair:
     match_ratio: float = 1.0  # share of the release's locked cells found in the hand-in
 
 
-def defines(source: str, name: str) -> bool:
-    """Whether `source` defines `name` at top level (a def, class or assignment)."""
+def defined_names(source: str, names: set[str]) -> set[str]:
+    """Which of `names` `source` defines at top level (a def, class or assignment); of a source
+    that does not parse, those it mentions."""
     try:
         tree = parse(source)
     except (SyntaxError, ValueError):
-        return name in source
+        return {name for name in names if name in source}
+    found = set()
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return True
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return True
-    return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign):
+            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return found & names
 
 
 def _texts(release, source) -> dict[int, set[str]]:
@@ -103,26 +106,74 @@ def match_cells(release, handin, source=None) -> dict[int, list[int]]:
 
 
 def _position_matches(release, handin, claims: dict[int, list[int]]) -> None:
-    """Answer cells still unmatched: the one student cell between the same neighbours."""
-    R, H = release.cells, handin.cells
+    """Answer cells still unmatched: the one student cell between the same neighbours. Each
+    hand-in cell is parsed at most once, and each answer costs a search of the candidates, not a
+    pass over the hand-in: linear in its cells (a notebook of 120,000 cells, issue 51)."""
+    R = release.cells
+    candidates = _Candidates(handin.cells, {j for js in claims.values() for j in js},
+                             {grade_id(r) for r in R if is_answer(r) and r.cell_type == "code"})
     for i, r in enumerate(R):
         if i in claims or not is_answer(r):
             continue
-        taken = {j for js in claims.values() for j in js}
         before = [claims[p][0] for p in range(i) if p in claims]
-        after = [claims[q][0] for q in range(i + 1, len(R)) if q in claims]
-        lo = max(before) if before else -1
-        hi = min([a for a in after if a > lo], default=len(H))
-        free = [j for j in range(lo + 1, hi) if j not in taken and not is_locked(H[j])]
-        same = [j for j in free if H[j].cell_type == r.cell_type]
-        gid = grade_id(r)
-        named = [j for j in same if r.cell_type == "code" and defines(normalized_source(H[j].source), gid)]
-        if named:
-            claims[i] = [named[-1]]
-        elif len(same) == 1:
-            claims[i] = same
-        elif not same and len(free) == 1:
-            claims[i] = free
+        lo = max(before, default=-1)
+        hi = min((claims[q][0] for q in range(i + 1, len(R)) if q in claims and claims[q][0] > lo),
+                 default=len(handin.cells))
+        found = candidates.pick(lo, hi, r.cell_type, grade_id(r) if r.cell_type == "code" else None)
+        if found is not None:
+            claims[i] = [found]
+            candidates.claimed.add(found)
+
+
+class _Candidates:
+    """The hand-in cells a position match may give an answer cell (neither locked nor claimed),
+    by place: all of them, those of each cell type, and the code cells that define each answer's
+    name (parsed once, on the first search by name). What position matches claim is a set of its
+    own (a few cells): the lists are never rebuilt or copied."""
+
+    def __init__(self, cells, taken: set[int], names: set[str]):
+        self.cells, self.names, self.claimed = cells, names, set()
+        self.all = [j for j, cell in enumerate(cells) if j not in taken and not is_locked(cell)]
+        self.by_type: dict[str, list[int]] = {}
+        for j in self.all:
+            self.by_type.setdefault(cells[j].cell_type, []).append(j)
+        self._defining: dict[str, list[int]] | None = None
+
+    def defining(self, name: str) -> list[int]:
+        if self._defining is None:
+            self._defining = {}
+            for j in self.by_type.get("code", []):
+                for found in defined_names(normalized_source(self.cells[j].source), self.names):
+                    self._defining.setdefault(found, []).append(j)
+        return self._defining.get(name, [])
+
+    def between(self, places: list[int], lo: int, hi: int) -> tuple[int, int | None, int | None]:
+        """Of the sorted `places`, those strictly between lo and hi and not claimed: how many,
+        the first and the last."""
+        span = range(bisect.bisect_right(places, lo), bisect.bisect_left(places, hi))
+        claimed = sum(1 for j in self.claimed if lo < j < hi and _holds(places, j))
+        first = next((places[k] for k in span if places[k] not in self.claimed), None)
+        last = next((places[k] for k in reversed(span) if places[k] not in self.claimed), None)
+        return len(span) - claimed, first, last
+
+    def pick(self, lo: int, hi: int, cell_type: str, name: str | None) -> int | None:
+        """The cell between lo and hi for an answer of `cell_type` (`name`: a code answer's):
+        the last one that defines `name`, else the only one of that type, else the only one."""
+        if name is not None:
+            _, _, named = self.between(self.defining(name), lo, hi)
+            if named is not None:
+                return named
+        same, only, _ = self.between(self.by_type.get(cell_type, []), lo, hi)
+        if same == 1:
+            return only
+        free, only, _ = self.between(self.all, lo, hi)
+        return only if same == 0 and free == 1 else None
+
+
+def _holds(places: list[int], j: int) -> bool:
+    """Whether the sorted `places` hold `j`."""
+    k = bisect.bisect_left(places, j)
+    return k < len(places) and places[k] == j
 
 
 def _fresh_id(used: set[str]) -> str:

@@ -24,7 +24,7 @@ STATUSES = {
     "notebook-timeout": ("the notebook ran past its time limit and was stopped; scored 0", False),
     "runner-stopped": ("the trusted test runner died on what the kernel sent (past its memory limit); scored 0", False),
     "cell-timeout": ("graded; a cell was stopped at the per-cell time limit, the other cells ran", True),
-    "failed": ("nbgrader could not grade it; scored 0", False),
+    "failed": ("nbgrader, or the grader itself, could not grade it (the message names the error); scored 0", False),
     "flagged": ("graded, but tampering was detected: review by hand", True),
     "boundary": ("graded; an answer of the kernel past the grader's limits, or not data, was refused (its test failed)", True),
     "memory-limit": ("graded; a cell ran out of memory", True),
@@ -43,7 +43,7 @@ class Run(Enum):
     CRASHED = "crashed"
     NOTEBOOK_TIMEOUT = "notebook-timeout"
     RUNNER_STOPPED = "runner-stopped"
-    FAILED = "failed"  # nbgrader failed, or recorded no score
+    FAILED = "failed"  # nbgrader failed or recorded no score, or the grader itself raised
     COMPLETED = "graded"
 
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import scratch
 from autograder.course import REPO_ROOT, SOLUTIONS_DIR, CourseError, check_assignment, read_notebook
 from autograder.integrity import read_guard_logs
 from autograder.sandbox import Settings, probe
@@ -180,6 +181,7 @@ def run_nbgrader(
     with subprocess.Popen(
         command, cwd=cwd or ws.root, env={**nbgrader_env(ws), **(env or {})}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
+        pass_fds=scratch.reaper_fds(),  # it writes into our sandbox folder: the reaper waits for it too
     ) as popen:
         try:
             output, _ = popen.communicate(timeout=timeout)
@@ -320,8 +322,10 @@ def autograde(
     settings=None,
     keep: list | None = None,
     verdict_only: bool = False,
+    timeout: float | None = None,
 ) -> None:
     """nbgrader autograde one student's hand-in of `assignment`, its kernel in the sandbox (`autograder.sandbox`) with `settings` (default limits).
+    The run is stopped (NotebookTimeout) past `timeout` seconds (default: the notebook's limit).
 
     `keep`, a list, receives the guard logs (one list of events per kernel started).
     `verdict_only`: stop at the first test cell that fails (SplitExecute), the later test cells
@@ -337,7 +341,6 @@ def autograde(
     args = ["autograde", assignment, "--force", f"--Execute.timeout={settings.limits.cell_timeout}",
             "--Execute.raise_on_iopub_timeout=False", "--Execute.shutdown_kernel=immediate",
             "--KernelManager.transport=ipc", f"--student={student}"]
-    base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
     from autograder.boundary.execute import course_cells  # (it imports nbgrader)
 
     # The test cells run in the trusted runner (autograder.boundary): which cells are the course's.
@@ -345,26 +348,26 @@ def autograde(
                         "stop_after_failed_test": verdict_only})
     key = os.urandom(32)  # the guard signs its log with it: lines the notebook writes are seen
     course = key_file = None
-    try:
-        course = _private_file(ws, ".course-cells-", ".json", cells.encode())
-        key_file = _private_file(ws, ".guard-", ".key", key)
-        os.chmod(base, 0o711)  # kernels (another user) reach their own folders, never list them
-        (base / "runtime").mkdir()
-        settings.base, settings.hide = str(base), settings.hide or hidden_paths(ws)
-        settings.key_file = str(key_file)
-        settings.isolation = probe()[1]
-        runtime = str(base / "runtime")  # the connection file and the kernel's sockets (nbclient uses TMPDIR)
-        env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime,
-               "AUTOGRADER_SPLIT": str(course)}
-        args.append(f"--KernelManager.ip={runtime}/kernel")  # Unix sockets: kernel-1 ... kernel-5
+    # AUTOGRADER_KEEP_SANDBOX keeps the folder, for debugging the sandbox
+    with scratch.folder("course-sandbox-", keep=bool(os.environ.get("AUTOGRADER_KEEP_SANDBOX"))) as base:
         try:
-            run_nbgrader(ws, *args, timeout=settings.limits.notebook_timeout, env=env)
+            course = _private_file(ws, ".course-cells-", ".json", cells.encode())
+            key_file = _private_file(ws, ".guard-", ".key", key)
+            os.chmod(base, 0o711)  # kernels (another user) reach their own folders, never list them
+            (base / "runtime").mkdir()
+            settings.base, settings.hide = str(base), settings.hide or hidden_paths(ws)
+            settings.key_file = str(key_file)
+            settings.isolation = probe()[1]
+            runtime = str(base / "runtime")  # the connection file and the kernel's sockets (nbclient uses TMPDIR)
+            env = {"AUTOGRADER_SANDBOX": settings.to_env(), "JUPYTER_RUNTIME_DIR": runtime, "TMPDIR": runtime,
+                   "AUTOGRADER_SPLIT": str(course)}
+            args.append(f"--KernelManager.ip={runtime}/kernel")  # Unix sockets: kernel-1 ... kernel-5
+            try:
+                run_nbgrader(ws, *args, timeout=settings.limits.notebook_timeout if timeout is None else timeout, env=env)
+            finally:
+                if keep is not None:
+                    keep.extend(read_guard_logs(base, key))
         finally:
-            if keep is not None:
-                keep.extend(read_guard_logs(base, key))
-    finally:
-        for path in (key_file, course):
-            if path is not None:
-                path.unlink(missing_ok=True)
-        if not os.environ.get("AUTOGRADER_KEEP_SANDBOX"):  # for debugging the sandbox
-            shutil.rmtree(base, ignore_errors=True)
+            for path in (key_file, course):
+                if path is not None:
+                    path.unlink(missing_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import shutil
 from dataclasses import dataclass
 
 import nbformat
@@ -18,6 +19,7 @@ from nbformat.v4 import new_code_cell, new_output
 from autograder import course
 from conftest import QUICKEST_ASSIGNMENT
 from autograder.demo import buggy_notebook
+from autograder.workspace import open_workspace
 from utils.cells import is_answer, nbgrader_meta
 
 import tricks
@@ -46,6 +48,17 @@ def release():
 
 def buggy():
     return buggy_notebook(ASSIGNMENT)[0]
+
+
+def bare_workspace(root):
+    """A workspace holding only the assignment's source and release (as `release` builds them):
+    enough to prepare a hand-in (`autograder.grading.prepare`) without running nbgrader."""
+    ws = open_workspace(root)
+    for path, target in ((course.solution_path(ASSIGNMENT), ws.source_path(ASSIGNMENT)),
+                         (course.release_path(ASSIGNMENT), ws.release_path(ASSIGNMENT))):
+        target.parent.mkdir(parents=True)
+        shutil.copyfile(path, target)
+    return ws
 
 
 def dump(nb) -> bytes:

@@ -283,3 +283,36 @@ def test_a_guard_log_that_is_not_a_file_is_garbled_not_waited_for(tmp_path):
     reader.join(60)
     assert not reader.is_alive(), "the grader waits on the FIFO"
     assert logs == [[{"event": "garbled", "detail": "not a file"}]] * 2
+
+
+@pytest.mark.parametrize("preparing", [30, 41])
+def test_preparing_a_hand_in_counts_in_its_notebook_limit(preparing, tmp_path, monkeypatch):
+    """The notebook limit holds the grader's own preparation of a hand-in too (reading, matching,
+    repairing, the scan; issue 51: 210 s of it came before a 240 s limit started): a preparation
+    that took 30 s of a 40 s limit leaves the nbgrader run 10 s, one that took 41 s ends the hand-in
+    as notebook-timeout, and nbgrader never runs. A clock of the test's stands in for grading's
+    (each preparation takes the seconds it is given), and the nbgrader run is replaced by one
+    that records its time limit."""
+    from types import SimpleNamespace
+
+    from autograder import grading
+    from autograder.batch import ensure_sources
+
+    ws = open_workspace(tmp_path / "ws")
+    add_submission(ws, "student", ASSIGNMENT, solution())
+    ensure_sources(ws, [ASSIGNMENT])
+    now = [1000.0]
+    real_prepare, limits_given = grading.prepare, []
+
+    def slow_prepare(*args):
+        now[0] += preparing
+        return real_prepare(*args)
+
+    monkeypatch.setattr(grading, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(grading, "prepare", slow_prepare)
+    monkeypatch.setattr(grading, "autograde", lambda *args, timeout=None, **kwargs: limits_given.append(timeout))
+    result = grading.grade_one(ws, "student", ASSIGNMENT, limits=Limits(notebook_timeout=40))
+    if preparing < 40:
+        assert limits_given == [40 - preparing]
+    else:
+        assert limits_given == [] and result.status == "notebook-timeout" and "40 s" in result.message

@@ -5,7 +5,11 @@
   gradebook rows;
 * workers killed in the middle of a hand-in lose nothing: a hand-in whose worker died
   once is graded elsewhere; one that took two workers down gets `crashed`, and the batch
-  finishes.
+  finishes;
+* with the tasks replaced (tests/cluster_stand_ins.py): a stored result is not graded again
+  when a worker dies, a task that raises is not retried, whatever fails for one hand-in is its
+  `failed`, and a killed worker leaves none of its folders (neither does any grading process
+  killed mid-hand-in: autograder.scratch).
 """
 import glob
 import json
@@ -159,3 +163,126 @@ def test_workers_killed_mid_hand_in_lose_nothing(local_batch, tmp_path, monkeypa
     summary = _summary(ws, results)
     assert kills == wanted, {k: (v["status"], v["message"]) for k, v in summary.items()}
     assert summary == local_batch
+
+
+def calls_of(folder: Path) -> dict[str, int]:
+    """How many times each student's task ran (tests/cluster_stand_ins.py)."""
+    counts: dict[str, int] = {}
+    for path in folder.iterdir():
+        student = path.name.rsplit("-", 1)[0]
+        counts[student] = counts.get(student, 0) + 1
+    return counts
+
+
+def leftovers_of(folder: str) -> list[str]:
+    """The grader's folders and files in a temporary folder (what a killed worker used to leave)."""
+    return sorted(name for name in os.listdir(folder) if name.startswith(("course-", "nbgrader-log-")))
+
+
+def wait_for_reapers(tmpdir: str) -> None:
+    """Until the reapers of the other processes that used `tmpdir` (autograder.scratch) have
+    ended: each removes what its process left once that process and its helpers are gone."""
+    import psutil
+
+    from autograder.scratch import REAPER
+
+    reapers = []
+    for process in psutil.process_iter(["cmdline", "ppid"]):
+        try:
+            if (process.info["cmdline"] or [""])[-1] == REAPER and process.info["ppid"] != os.getpid() \
+                    and process.environ().get("TMPDIR") == tmpdir:
+                reapers.append(process)
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(reapers, timeout=120)
+    assert not alive, f"{len(alive)} reapers still running"
+
+
+@pytest.mark.slow
+def test_a_stored_result_is_never_graded_again_and_nothing_is_retried_or_left(tmp_path, monkeypatch):
+    """On a one-worker cluster, four hand-ins in turn (tests/cluster_stand_ins.py runs each task,
+    nbgrader replaced): the first is graded and stored; the worker is then killed in the middle of
+    the second, whose scratch workspace and sandbox folder exist; the third's task raises; storing
+    what the fourth's worker sent fails on the coordinator. Issue 51: the first hand-in must not be
+    graded again when the worker that held its result dies (the loop's variable kept its future,
+    and Dask recomputed it), the second is graded again once (a death is allowed), the third is
+    not retried (RETRIES=1 ran what fails the same way twice), the third and fourth end `failed`
+    with a message, and the killed worker's folders are gone once its reaper has run."""
+    distributed = _dask()
+    import dask
+
+    import cluster_stand_ins
+    from autograder import cluster as coordinator
+
+    ws = open_workspace(tmp_path / "ws")
+    students = ["a-first", "b-killed", "c-raises", "d-store"]
+    for student in students:
+        add_submission(ws, student, ASSIGNMENT, solution_path(ASSIGNMENT))
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    leftovers = tempfile.mkdtemp(prefix="course-killed-")  # short: the kernels' ipc sockets live under it
+    monkeypatch.setenv("TMPDIR", leftovers)  # the workers' temporary folder
+    monkeypatch.setenv(cluster_stand_ins.CALLS, str(calls))
+    monkeypatch.setattr(coordinator, "grade_remote", cluster_stand_ins.grade_remote)
+    real_store = coordinator._store
+
+    def store(ws, student, assignment, outcome):
+        if student == "d-store":
+            raise OSError("no space left on the coordinator's disk")
+        return real_store(ws, student, assignment, outcome)
+
+    monkeypatch.setattr(coordinator, "_store", store)
+    try:
+        with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
+            cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                               dashboard_address=None, silence_logs=50)
+        try:
+            results = {r.student: r for r in grade(ws, [ASSIGNMENT], cluster=cluster.scheduler_address)}
+        finally:
+            cluster.close()
+        assert calls_of(calls) == {"a-first": 1, "b-killed": 2, "c-raises": 1, "d-store": 1}
+        assert set(results) == set(students)
+        for student, says in (("c-raises", "RuntimeError: this task fails the same way"), ("d-store", "OSError: no space")):
+            assert results[student].status == "failed" and says in results[student].message, results[student].message
+        wait_for_reapers(leftovers)
+        assert leftovers_of(leftovers) == []
+    finally:
+        shutil.rmtree(leftovers, ignore_errors=True)
+
+
+def test_a_process_killed_mid_hand_in_leaves_none_of_its_folders(tmp_path):
+    """A grading process killed (SIGKILL) while it holds a scratch workspace, a sandbox folder and
+    an nbgrader log (autograder.scratch) leaves none of them behind: its reaper removes them once
+    the process and every helper holding its pipe (an nbgrader runner that may still write into
+    them) have ended, and not before (issue 51: five workers killed mid-hand-in left 517 MB)."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from conftest import REPO_ROOT
+
+    script = (
+        "import subprocess, sys\n"
+        "from autograder import scratch\n"
+        "with scratch.folder('course-worker-') as w, scratch.folder('course-sandbox-') as s, "
+        "scratch.file('nbgrader-log-') as log:\n"
+        "    (s / 'kernel-1').mkdir()\n"
+        "    (s / 'kernel-1' / 'big').write_bytes(bytes(1 << 20))\n"
+        "    helper = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'],\n"
+        "                              pass_fds=scratch.reaper_fds())\n"
+        "    print(helper.pid, flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    grader = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    helper = psutil.Process(int(grader.stdout.readline()))
+    [reaper] = [child for child in psutil.Process(grader.pid).children() if child.pid != helper.pid]
+    assert len(leftovers_of(str(tmp_path))) == 3
+    grader.kill()
+    grader.wait()
+    assert len(leftovers_of(str(tmp_path))) == 3, "removed while the helper still runs"
+    helper.kill()
+    reaper.wait(timeout=120)
+    assert leftovers_of(str(tmp_path)) == []

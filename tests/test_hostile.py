@@ -284,3 +284,41 @@ def test_what_a_kernel_holds_beyond_its_address_space_is_within_its_memory_limit
         assert held["tmp"] <= limits.tmp_mb and held["tmp_error"] == "ENOSPC", held
     if _libseccomp() is not None:
         assert held["memfd"] == "EPERM", held
+
+
+def test_a_hand_in_whose_grading_raises_anywhere_ends_failed_and_the_batch_goes_on(tmp_path, monkeypatch):
+    """One bad hand-in never stops a local batch (issue 51): whatever raises for one hand-in, in
+    preparing it (repair), grading it (the nbgrader run) or storing it (its report), is its status
+    `failed` with the error in its message, and the solutions handed in before and after it (in
+    the batch's order) are graded with full marks. Before, `grade` raised the first error and the
+    executor dropped every hand-in not yet started."""
+    from autograder import grading
+    from autograder.workspace import add_submission
+
+    ws = open_workspace(tmp_path / "ws")
+    students = ["a-before", "prepare", "run", "store", "z-after"]
+    for student in students:
+        add_submission(ws, student, ASSIGNMENT, course.solution_path(ASSIGNMENT))
+
+    def failing(stage, real, student_of):
+        def stand_in(*args, **kwargs):
+            if student_of(*args) == stage:
+                raise TypeError(f"{stage} broke")
+            return real(*args, **kwargs)
+        return stand_in
+
+    monkeypatch.setattr(grading, "prepare", failing("prepare", grading.prepare, lambda ws, student, assignment: student))
+    monkeypatch.setattr(grading, "_run", failing("run", grading._run, lambda ws, student, *rest: student))
+    monkeypatch.setattr(grading, "finish", failing("store", grading.finish, lambda ws, result: result.student))
+    results = {r.student: r for r in grade(ws, [ASSIGNMENT], jobs=2, limits=LIMITS)}
+    assert set(results) == set(students), "the batch did not finish"
+    for student in ("a-before", "z-after"):
+        r = results[student]
+        assert r.status == "graded" and r.score.auto_score == r.score.auto_max > 0, (student, r.status, r.message)
+    for stage in ("prepare", "run", "store"):
+        r = results[stage]
+        assert r.status == "failed" and f"TypeError: {stage} broke" in r.message, (stage, r.status, r.message)
+    for stage in ("prepare", "run"):  # a report and a row of zeros, as for any hand-in that scored 0
+        report = json.loads(ws.report_path(stage, ASSIGNMENT).read_text())
+        assert report["status"] == "failed" and results[stage].score.auto_score == 0
+    assert not ws.report_path("store", ASSIGNMENT).exists() and "could not be written" in results["store"].message

@@ -1,13 +1,16 @@
 """`repair` and the integrity scan, without running a notebook."""
 import copy
+import json
 
+import nbformat
 import pytest
 from hostile_cases import (
-    TAMPERING, answer_in_wrong_cell, colab_round_trip, duplicated_and_deleted, edit_metadata, first_answer,
+    ASSIGNMENT, TAMPERING, answer_in_wrong_cell, bare_workspace, dump, colab_round_trip, duplicated_and_deleted, edit_metadata, first_answer,
     reads_running_cell, release, solution, strip_metadata, edited_test_cells, with_cell,
 )
 
 from autograder import course, integrity
+from autograder.course import ASK_AGAIN
 from autograder.repair import affinity, repair
 from autograder.status import Kind, Run, decide_status
 from utils.cells import is_answer, is_locked, nbgrader_meta
@@ -126,3 +129,97 @@ def test_copies_of_cells_do_not_share_ids():
     fixed = repair(duplicated_and_deleted(copy.deepcopy(sol)), rel, sol).notebook
     ids = [c.get("id") for c in fixed.cells]
     assert len(ids) == len(set(ids))
+
+
+def _first(cells, kind):
+    return next(c for c in cells if c["cell_type"] == kind)
+
+
+def _added(**cell):
+    return lambda nb: nb["cells"].insert(2, {"cell_type": "code", "id": "added", "metadata": {}, "source": "x = 1",
+                                              "outputs": [], "execution_count": None, **cell})
+
+
+def _set(where, **parts):
+    return lambda nb: where(nb["cells"]).update(parts)
+
+
+def _nbgrader(nb):
+    return next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id"))["metadata"]["nbgrader"]
+
+
+# JSON that reads as a notebook but breaks nbformat's schema (or the nbgrader metadata's types),
+# each as an editor or a script could write it, and whether it is "repaired" (with a note) or "refused".
+BROKEN_FORMAT = {
+    "grade id a list": (lambda nb: _nbgrader(nb).update(grade_id=["setup"]), "repaired"),
+    "id with a slash": (_added(id="a/b"), "repaired"),
+    "id of 65 characters": (_added(id="x" * 65), "repaired"),
+    "id a list": (_added(id=["a"]), "repaired"),
+    "two cells with one id": (_added(id="c-lookup-intro"), "repaired"),
+    "tags a string": (_set(lambda cells: cells[3]["metadata"], tags="experiment"), "repaired"),
+    "markdown with outputs": (_set(lambda cells: _first(cells, "markdown"), outputs=[], execution_count=None), "repaired"),
+    "unknown cell type": (_set(lambda cells: cells[3], cell_type="heading"), "repaired"),
+    "source null": (_set(lambda cells: cells[3], source=None), "repaired"),
+    "execution count a string": (_set(lambda cells: _first(cells, "code"), execution_count="3"), "repaired"),
+    "kernelspec a string": (lambda nb: nb["metadata"].update(kernelspec="python3"), "repaired"),
+    "a lone surrogate": (_set(lambda cells: cells[3], source="caf\ud800"), "repaired"),
+    "cell metadata a list": (_set(lambda cells: cells[3], metadata=[]), "refused"),
+}
+
+
+@pytest.mark.parametrize("kind", BROKEN_FORMAT)
+def test_a_hand_in_that_breaks_the_notebook_format_is_repaired_or_refused(kind, tmp_path):
+    """Preparing the hand-in (reading, matching, repairing, writing what nbgrader reads) never
+    raises: it is repaired, with a note that says what was changed and the answers untouched, or
+    refused as unreadable with a message (issue 51)."""
+    from autograder.grading import prepare
+
+    ws = bare_workspace(tmp_path / "ws")
+    data = json.loads(dump(solution()))
+    damage, outcome = BROKEN_FORMAT[kind]
+    damage(data)
+    target = ws.submission_path("student", ASSIGNMENT)
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(data))
+    notebook, unfit, repairs = prepare(ws, "student", ASSIGNMENT)
+    if outcome == "refused":
+        assert unfit is not None and unfit.status == "unreadable" and ASK_AGAIN in unfit.message
+        return
+    assert unfit is None, unfit.message
+    assert repairs, "nothing was noted"
+    written = nbformat.read(target, as_version=4)
+    nbformat.validate(written)
+    assert answers(written) == answers(solution())
+
+
+def test_a_long_hand_in_is_prepared_with_each_cell_parsed_at_most_once(tmp_path, monkeypatch):
+    """A hand-in of many one-line cells and none of the release's: repair looks for every missing
+    answer among them by position and by the name it defines, and the scan reads each as the
+    student's code. Each cell is parsed at most once by each, whatever the number of missing
+    answers (repair parsed every cell once per missing code answer: 9 times for this notebook;
+    120,000 such cells took 210 s of a grade process, issue 51)."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from autograder import grading, repair as repair_module
+    from utils import cells as cell_model
+
+    parses = {"repair": 0, "scan": 0}
+
+    def counting(module):
+        def parse(source):
+            parses[module] += 1
+            return cell_model.parse(source)
+        return parse
+
+    protected = integrity.protected_names(solution())  # (read from the course's own cells, before counting)
+    monkeypatch.setattr(repair_module, "parse", counting("repair"))
+    monkeypatch.setattr(integrity, "parse", counting("scan"))
+    ws = bare_workspace(tmp_path / "ws")
+    cells = 2000
+    target = ws.submission_path("long", ASSIGNMENT)
+    target.parent.mkdir(parents=True)
+    nbformat.write(new_notebook(cells=[new_code_cell(f"x{i} = {i}") for i in range(cells)]), target)
+    notebook, unfit, _ = grading.prepare(ws, "long", ASSIGNMENT)
+    assert unfit is None
+    integrity.scan(notebook, release(), protected)
+    assert 0 < parses["repair"] <= cells and 0 < parses["scan"] <= cells, parses

@@ -39,8 +39,10 @@ def nbgrader_meta(cell) -> dict:
 
 
 def grade_id(cell) -> str | None:
-    """The nbgrader grade_id of a cell, or None for a cell nbgrader does not track."""
-    return nbgrader_meta(cell).get("grade_id")
+    """The nbgrader grade_id of a cell, or None for a cell nbgrader does not track (a grade id
+    that is not a string, which nbgrader would refuse, is none)."""
+    found = nbgrader_meta(cell).get("grade_id")
+    return found if isinstance(found, str) else None
 
 
 def is_locked(cell) -> bool:

@@ -24,7 +24,7 @@ import torch
 
 from utils.checks import check_close, plain, stand_in
 
-__all__ = ["RULES", "check_conventions", "conventions_markdown"]
+__all__ = ["RULES", "Rule", "check_conventions", "conventions_markdown"]
 
 
 @dataclass(frozen=True)

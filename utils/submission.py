@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utils.cells import nbgrader_meta, normalized_source
+from utils.cells import grade_id, nbgrader_meta, normalized_source
 from utils.runtime import in_colab
 
 __all__ = ["ANSWER_STUB", "COMMON_IDS", "MANIFEST_FILE", "PLACEHOLDER_MARK", "Report", "check_submission", "compare_structure",
@@ -160,7 +160,7 @@ def locate_notebook(namespace: dict | None = None) -> Path | None:
 def guess_assignment(nb: dict, file_name: str | None, manifest: dict) -> str | None:
     """Which course notebook this is: by its graded cells, else its file name, else its badge link."""
     known = manifest["assignments"]
-    ids = {nbgrader_meta(c).get("grade_id") for c in nb.get("cells", [])} - COMMON_IDS - {None}
+    ids = {grade_id(c) for c in nb.get("cells", [])} - COMMON_IDS - {None}
     overlap = {name: len(ids & {c["grade_id"] for c in entry["cells"]}) for name, entry in known.items()}
     best = max(overlap, key=overlap.get, default=None)
     if best and overlap[best]:
@@ -228,7 +228,7 @@ def compare_structure(nb: dict, name: str, file_name: str | None, manifest: dict
 
     tagged: dict[str, list[dict]] = {}
     for cell in cells:
-        gid = nbgrader_meta(cell).get("grade_id")
+        gid = grade_id(cell)
         if gid:
             tagged.setdefault(gid, []).append(cell)
     if not tagged and cells:
@@ -240,7 +240,7 @@ def compare_structure(nb: dict, name: str, file_name: str | None, manifest: dict
         )
         return problems, notes
 
-    untagged = [c for c in cells if not nbgrader_meta(c).get("grade_id")]
+    untagged = [c for c in cells if not grade_id(c)]
     unanswered, unwritten = [], []
     for expected in expected_cells:
         gid, what = expected["grade_id"], _describe(expected)
@@ -308,7 +308,7 @@ def rerun_self_checks(nb: dict, name: str, manifest: dict, namespace: dict) -> l
     """Run each visible self-check cell of the saved notebook on a copy of `namespace`."""
     results = []
     tests = [c for c in manifest["assignments"][name]["cells"] if c["role"] == "test"]
-    by_id = {nbgrader_meta(c).get("grade_id"): c for c in nb.get("cells", []) if c.get("cell_type") == "code"}
+    by_id = {grade_id(c): c for c in nb.get("cells", []) if c.get("cell_type") == "code"}
     for expected in tests:
         cell = by_id.get(expected["grade_id"])
         if cell is None:
