@@ -165,6 +165,64 @@ def test_a_module_is_checked_in_float32_with_its_own_parameters():
         check_conventions(Cell(4, 5), args, "Cell")
 
 
+def cpu_bias(x, h, W_xh, W_hh, b):
+    return torch.tanh(x @ W_xh + h @ W_hh + b + torch.zeros(W_hh.shape[1]))
+
+
+def cpu_buffer(x, h, W_xh, W_hh, b):
+    out = torch.empty(x.shape[0], W_hh.shape[1], dtype=x.dtype)
+    out[:] = rnn_cell(x, h, W_xh, W_hh, b)  # a copy between devices, which PyTorch makes silently
+    return out
+
+
+def cpu_count(x, h, W_xh, W_hh, b):
+    return rnn_cell(x, h, W_xh, W_hh, b), torch.ones(x.shape[0], dtype=torch.long)
+
+
+def branches_on_a_value(x, h, W_xh, W_hh, b):
+    pre = x @ W_xh + h @ W_hh + b
+    return torch.tanh(pre) if bool(torch.isfinite(pre).all()) else torch.zeros_like(pre)
+
+
+@pytest.mark.parametrize("fn, words", [
+    (cpu_bias, "raised RuntimeError"), (cpu_buffer, "found at least two devices"), (cpu_count, "came back on the CPU")])
+def test_a_tensor_made_on_the_cpu_fails_the_device_part_on_meta_inputs(fn, words):
+    with pytest.raises(AssertionError, match=f'"dtype and device kept".*{words}'):
+        _check(fn)
+    _check(fn, skip=("device",))
+
+
+def test_code_that_reads_values_leaves_the_device_part_untried():
+    _check(branches_on_a_value)  # .item() has no meaning on meta tensors: not a device mistake
+
+
+class CellOnTheCpu(Cell):
+    def forward(self, x, h):
+        return torch.tanh(self.w_x(x) + self.w_h(h) + torch.ones(h.shape[1]))
+
+
+def test_a_module_runs_on_the_meta_device_as_a_copy():
+    torch.manual_seed(0)
+    args = {k: v for k, v in _example().items() if k in ("x", "h")}
+    cell = Cell(4, 5)
+    weight = cell.w_x.weight.detach().clone()
+    check_conventions(cell, args, "Cell", batch=("x", "h"), module=True)
+    assert cell.w_x.weight.device.type == "cpu" and torch.equal(cell.w_x.weight, weight)
+    with pytest.raises(AssertionError, match="dtype and device kept"):
+        check_conventions(CellOnTheCpu(4, 5), args, "Cell", module=True)
+
+
+def test_default_init_refuses_linear_layers_initialised_otherwise():
+    torch.manual_seed(0)
+    args = {k: v for k, v in _example().items() if k in ("x", "h")}
+    check_conventions(Cell(4, 5), args, "Cell", module=True, default_init=True)
+    for init in (nn.init.xavier_uniform_, nn.init.zeros_):
+        cell = Cell(4, 5)
+        init(cell.w_h.weight) if init is nn.init.xavier_uniform_ else init(cell.w_x.bias)
+        with pytest.raises(AssertionError, match='"Modules own their parameters"'):
+            check_conventions(cell, args, "Cell", module=True, default_init=True)
+
+
 def test_draws_from_a_given_generator_are_the_same_in_every_variant():
     def noisy(x, generator):
         return x + torch.randn(x.shape, generator=generator, dtype=x.dtype)
@@ -191,6 +249,9 @@ def keeps_the_state(x, h, W_xh, W_hh, b):
 
 def gives_back_x(x, h, W_xh, W_hh, b):
     return x[:, :2]
+
+def cpu_bias(x, h, W_xh, W_hh, b):
+    return torch.tanh(x @ W_xh + h @ W_hh + b + torch.zeros(W_hh.shape[1]))
 '''
 
 
@@ -216,7 +277,7 @@ def kernel():
 
 
 @pytest.mark.slow
-def test_through_the_boundary_the_strided_copies_and_the_memory_test_are_made_beside_the_code(kernel):
+def test_through_the_boundary_the_strided_copies_the_memory_and_the_device_tests_are_made_beside_the_code(kernel):
     args = _example()
     check_conventions(kernel("rnn_cell"), args, "rnn_cell", batch=("x", "h"), large=dict(x=100 * args["x"]))
     with pytest.raises(AssertionError, match='"Any layout, any batch".*raised RuntimeError'):
@@ -225,3 +286,5 @@ def test_through_the_boundary_the_strided_copies_and_the_memory_test_are_made_be
         check_conventions(kernel("keeps_the_state"), _example(), "keeps_the_state")
     with pytest.raises(AssertionError, match="shares its memory with the argument x"):
         check_conventions(kernel("gives_back_x"), _example(), "gives_back_x", grad=())
+    with pytest.raises(AssertionError, match='"dtype and device kept"'):
+        check_conventions(kernel("cpu_bias"), _example(), "cpu_bias")

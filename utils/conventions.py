@@ -18,9 +18,12 @@ kernel as contiguous copies, and memory is not visible from the other side.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from utils.checks import check_close, plain, stand_in
 
@@ -190,12 +193,57 @@ def _layout_probe(fn, args: list, kwargs: dict):
     return shared, _map(fn(*strided, **kwargs), lambda t: t.detach())
 
 
+class _DevicesMet(TorchDispatchMode):
+    """Refuses an operation that meets a meta tensor with a tensor of another device (some operations
+    would copy between them silently); a 0-dim tensor and an index into a tensor may live on the CPU,
+    as PyTorch allows beside a GPU."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        checked = list(args)
+        if func.overloadpacket.__name__ in ("index", "index_put", "index_put_", "_index_put_impl_") and len(checked) > 1:
+            checked[1] = None
+        devices = {t.device.type for t in tree_leaves((checked, kwargs)) if isinstance(t, torch.Tensor) and t.dim()}
+        if "meta" in devices and len(devices) > 1:
+            raise RuntimeError(f"{func.overloadpacket.__name__} found at least two devices, {' and '.join(sorted(devices))}")
+        return func(*args, **kwargs)
+
+
+def _device_probe(fn, args: list, kwargs: dict, module: bool):
+    """fn (a copy of it on the meta device, for a module) on copies of the arguments on the meta
+    device, a device without data: (the device of every result tensor, or None; the error fn raised,
+    or None). A tensor made on the CPU meets the inputs there and fails, or comes out on the CPU.
+    Runs beside the student's code; its answer is data the trusted side checks."""
+    try:
+        target = copy.deepcopy(fn).to("meta") if module else fn
+        meta = [_map(a, lambda t: t.detach().to("meta")) for a in args]
+        meta_kwargs = _map(kwargs, lambda t: t.detach().to("meta"))
+        with _DevicesMet():
+            result = target(*meta, **meta_kwargs)
+    except Exception as exc:  # noqa: BLE001 (the trusted side reads what it was)
+        return None, f"{type(exc).__name__}: {exc}"[:300]
+    return [(path, t.device.type) for path, t in _tensors(result)], None
+
+
+# an error that says two devices met; others (.item(), .tolist() of a tensor without data) leave the rule untried
+_DEVICES_MET = ("is not on the expected device", "to be on the same device", "found at least two devices")
+
+
+def _linear_init_probe(module):
+    """(name, in_features, largest |weight|, largest |bias| or None) of every nn.Linear in the module,
+    read beside the student's code."""
+    return [(name, int(m.in_features), float(m.weight.detach().abs().max()),
+             None if m.bias is None else float(m.bias.detach().abs().max()))
+            for name, m in module.named_modules() if type(m) is torch.nn.Linear and m.weight.numel()]
+
+
 # ---------------------------------------------------------------- the check
 
 
 def check_conventions(fn, args: dict, what: str, *, kwargs: dict | None = None, batch: tuple = (),
                       batch_out: tuple | None = None, large: dict | None = None, grad: tuple | None = None,
-                      skip: tuple = (), module: bool = False, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+                      skip: tuple = (), module: bool = False, default_init: bool = False, rtol: float = 1e-4,
+                      atol: float = 1e-5) -> None:
     """Try the course's conventions (RULES) on `fn(*args.values(), **kwargs)`.
 
     args:      the example's arguments by name, in the order of fn's signature (passed by position)
@@ -206,9 +254,13 @@ def check_conventions(fn, args: dict, what: str, *, kwargs: dict | None = None, 
                gradients must be finite
     grad:      names of the inputs gradients must reach (default: every floating tensor argument),
                tried in float64 against a central finite difference along a random direction
-    skip:      rule keys that do not apply to this exercise (its contract says why)
+    skip:      rule keys that do not apply to this exercise (its contract says why); "device" skips
+               the device part of the dtype rule alone (tried on the meta device when a tensor is given
+               and no generator: a generator has a device of its own)
     module:    fn is a module (its parameters stay float32: float64 is not tried, gradients are
                checked in float32); the test says so, rather than asking the object under test
+    default_init: the module's nn.Linear layers start at PyTorch's default initialisation (weights
+               and biases within 1/sqrt(in_features), biases not all zero), for a contract that says so
     rtol/atol: how close a variant's result must be to the example's
     """
     kwargs = dict(kwargs or {})
@@ -217,7 +269,12 @@ def check_conventions(fn, args: dict, what: str, *, kwargs: dict | None = None, 
         raise TypeError(f"check_conventions({what}): fn is a module; pass module=True")
     rng = torch.get_rng_state()
     try:
+        if default_init:
+            _check_linear_init(what, fn)
         _check_all(fn, args, what, kwargs, batch, batch_out, large, grad, rules, module, rng, rtol, atol)
+        values = [*args.values(), *kwargs.values()]
+        if "device" not in skip and _tensors(values) and not any(isinstance(v, torch.Generator) for v in values):
+            _check_device(what, fn, args, kwargs, module, rng)
     finally:
         torch.set_rng_state(rng)
 
@@ -247,6 +304,35 @@ def _check_all(fn, args, what, kwargs, batch, batch_out, large, grad, rules, mod
         _check_grad(what, args, names, call, module)
     if "finite" in rules and large:
         _check_finite(what, {**args, **large}, names, call, "grad" in rules and bool(floating_out))
+
+
+def _check_device(what, fn, args, kwargs, module, rng):
+    torch.set_rng_state(rng)
+    devices, error = plain(stand_in(_device_probe)(fn, list(_clone(args).values()), kwargs, module),
+                           f"{what} (on meta-device inputs)")
+    hint = ("a tensor made without device= (torch.zeros, torch.arange, torch.ones, torch.tensor, a mask) lives on "
+            "the CPU whatever the inputs' device: make it with device=x.device, or with zeros_like / new_zeros.")
+    if error is not None:
+        if any(words in error for words in _DEVICES_MET):
+            _fail(what, "dtype", f"with every input on another device (meta, a device without data, standing for "
+                                 f"a GPU), it raised {error}", hint)
+        return
+    away = [path for path, device in devices if device != "meta"]
+    if away:
+        _fail(what, "dtype", f"with every input on another device (meta, standing for a GPU), {away[0]} came back "
+                             f"on the CPU.", hint)
+
+
+def _check_linear_init(what, module):
+    layers = plain(stand_in(_linear_init_probe)(module), f"the nn.Linear layers of {what}")
+    for name, fan_in, weight, bias in layers:
+        bound = 1 / fan_in ** 0.5
+        if weight > bound * (1 + 1e-6) or bias is not None and (bias > bound * (1 + 1e-6) or bias == 0):
+            _fail(what, "modules", f"its nn.Linear {name or '(the module itself)'} starts with weights up to "
+                                   f"{weight:.4g} and biases up to {bias}, where PyTorch's default draws both "
+                                   f"from U(-{bound:.4g}, {bound:.4g}) (1/sqrt(in_features)).",
+                  "the contract keeps nn.Linear's own initialisation: do not re-initialise the layers "
+                  "(xavier, zeros) after building them.")
 
 
 def _check_unchanged(what, args, given):
