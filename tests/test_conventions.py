@@ -212,6 +212,19 @@ def test_a_module_runs_on_the_meta_device_as_a_copy():
         check_conventions(CellOnTheCpu(4, 5), args, "Cell", module=True)
 
 
+def test_a_module_given_as_an_argument_goes_to_the_meta_device_with_the_inputs():
+    def through(x, model):
+        return model(x)
+
+    def through_then_cpu(x, model):
+        return model(x) + torch.zeros(2)
+
+    args, layer = dict(x=torch.randn(4, 3)), nn.Linear(3, 2)
+    check_conventions(through, args, "through", kwargs=dict(model=layer), grad=("x",), module=True)
+    with pytest.raises(AssertionError, match="dtype and device kept"):
+        check_conventions(through_then_cpu, args, "through", kwargs=dict(model=layer), grad=("x",), module=True)
+
+
 def test_default_init_refuses_linear_layers_initialised_otherwise():
     torch.manual_seed(0)
     args = {k: v for k, v in _example().items() if k in ("x", "h")}

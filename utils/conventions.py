@@ -211,13 +211,21 @@ class _DevicesMet(TorchDispatchMode):
 
 def _device_probe(fn, args: list, kwargs: dict, module: bool):
     """fn (a copy of it on the meta device, for a module) on copies of the arguments on the meta
-    device, a device without data: (the device of every result tensor, or None; the error fn raised,
+    device (tensors, and modules given as arguments), a device without data: (the device of every result tensor, or None; the error fn raised,
     or None). A tensor made on the CPU meets the inputs there and fails, or comes out on the CPU.
     Runs beside the student's code; its answer is data the trusted side checks."""
+    def to_meta(value):
+        if isinstance(value, torch.nn.Module):
+            return copy.deepcopy(value).to("meta")
+        if type(value) in (list, tuple):
+            return type(value)(to_meta(v) for v in value)
+        if type(value) is dict:
+            return {k: to_meta(v) for k, v in value.items()}
+        return value.detach().to("meta") if isinstance(value, torch.Tensor) else value
+
     try:
-        target = copy.deepcopy(fn).to("meta") if module else fn
-        meta = [_map(a, lambda t: t.detach().to("meta")) for a in args]
-        meta_kwargs = _map(kwargs, lambda t: t.detach().to("meta"))
+        target = to_meta(fn) if module else fn
+        meta, meta_kwargs = [to_meta(a) for a in args], to_meta(kwargs)
         with _DevicesMet():
             result = target(*meta, **meta_kwargs)
     except Exception as exc:  # noqa: BLE001 (the trusted side reads what it was)
