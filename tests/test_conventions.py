@@ -229,9 +229,9 @@ def test_default_init_refuses_linear_layers_initialised_otherwise():
     torch.manual_seed(0)
     args = {k: v for k, v in _example().items() if k in ("x", "h")}
     check_conventions(Cell(4, 5), args, "Cell", module=True, default_init=True)
-    for init in (nn.init.xavier_uniform_, nn.init.zeros_):
+    for init, name in ((nn.init.xavier_uniform_, "w_h.weight"), (nn.init.zeros_, "w_x.bias"), (nn.init.zeros_, "w_h.weight")):
         cell = Cell(4, 5)
-        init(cell.w_h.weight) if init is nn.init.xavier_uniform_ else init(cell.w_x.bias)
+        init(cell.get_parameter(name))
         with pytest.raises(AssertionError, match='"Modules own their parameters"'):
             check_conventions(cell, args, "Cell", module=True, default_init=True)
 

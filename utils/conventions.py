@@ -335,7 +335,7 @@ def _check_linear_init(what, module):
     layers = plain(stand_in(_linear_init_probe)(module), f"the nn.Linear layers of {what}")
     for name, fan_in, weight, bias in layers:
         bound = 1 / fan_in ** 0.5
-        if weight > bound * (1 + 1e-6) or bias is not None and (bias > bound * (1 + 1e-6) or bias == 0):
+        if weight > bound * (1 + 1e-6) or weight == 0 or bias is not None and (bias > bound * (1 + 1e-6) or bias == 0):
             _fail(what, "modules", f"its nn.Linear {name or '(the module itself)'} starts with weights up to "
                                    f"{weight:.4g} and biases up to {bias}, where PyTorch's default draws both "
                                    f"from U(-{bound:.4g}, {bound:.4g}) (1/sqrt(in_features)).",
