@@ -1,27 +1,32 @@
-"""Byte-level BPE training: the naive recount of notebook 01 against incremental pair counts.
+"""Byte-level BPE training: notebook 01's two trainers, timed, on Tiny Shakespeare and on CS336's corpus.
 
-    python benchmarks/byte_bpe_speed.py [--merges 1000] [--chars N] [--repeat 1]
+    python benchmarks/byte_bpe_speed.py [--corpus tinyshakespeare|cs336|both] [--merges 1000] [--chars N] [--repeat 1]
 
-The naive trainer is the solution notebook's own `train_byte_bpe` (its setup cell and the cells
-of byte_pretokenize and train_byte_bpe are executed): every round recounts the pairs of every
-distinct chunk and rewrites every chunk. The incremental trainer below keeps the pair counts
-between rounds: a round touches only the chunks that hold the merged pair (subtracting their old
-pairs and adding their new ones) and takes the best pair from a heap of (-count, pair) entries,
-stale entries skipped, so a tie still goes to the smallest pair. Both start from the same chunks
-(the notebook's byte_pretokenize) and must learn identical merges and vocabularies; the script
-exits non-zero if they do not. Trains `--merges` merges on Tiny Shakespeare (utils.data.load_text,
-the whole text unless --chars cuts it), times each trainer (median of --repeat runs) and writes
-benchmarks/results/byte_bpe_speed.json.
+Both trainers are the solution notebook's own: `train_byte_bpe` (every round recounts the pairs of
+every distinct chunk and rewrites every chunk) and `train_byte_bpe_fast`, the exercise of issue 55
+(pair counts and the chunks of each pair kept between rounds, the best pair from a heap whose stale
+entries are skipped). Their cells run in this process (benchmarks.solution_cells); the script exits
+non-zero if the two learn different merges or vocabularies.
+
+--corpus tinyshakespeare: `--merges` merges on Tiny Shakespeare (utils.data.load_text; --chars cuts it).
+--corpus cs336: CS336 (Stanford, spring 2025) assignment 1's speed test, `test_train_bpe_speed`: 243
+  merges (vocab_size 500 = 256 bytes + 243 merges + "<|endoftext|>") on its fixture `corpus.en`
+  (133 kB), under 1.5 s, the time taken from reading the file to the trained merges. The fixture is
+  read from a bare git mirror of stanford-cs336/assignment1-basics (CS336_MIRROR, default
+  /work/.mirror/stanford-cs336+assignment1-basics/repo) and never stored in this repository; without
+  the mirror the row says so and is skipped. The learned merges are also compared, as byte pairs,
+  with the fixture's reference merges (train-bpe-reference-merges.txt): CS336 breaks ties by the
+  greatest pair of bytes, the course by the smallest pair of ids, so a few merges differ.
+Writes benchmarks/results/byte_bpe_speed.json.
 """
 from __future__ import annotations
 
 import argparse
-import heapq
-import re
+import os
 import statistics
+import subprocess
 import sys
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -31,66 +36,10 @@ from benchmarks.solution_cells import solution_namespace  # noqa: E402
 from utils.data import load_text  # noqa: E402
 
 NAME = "01_tokenization_embeddings"
-CELLS = ("setup", "byte_basics", "byte_pretokenize", "train_byte_bpe")
-
-
-def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Every non-overlapping occurrence of `pair`, left to right, replaced by `new_id`."""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def train_incremental(text: str, num_merges: int, special_tokens, pretokenize) -> tuple[list, dict]:
-    """train_byte_bpe's rules (see the notebook), with pair counts kept up to date between rounds."""
-    longest_first = sorted(special_tokens, key=len, reverse=True)  # of two specials at one position, the longest
-    pieces = re.split("|".join(map(re.escape, longest_first)), text) if special_tokens else [text]
-    chunk_counts = Counter(tuple(chunk.encode("utf-8")) for piece in pieces for chunk in pretokenize(piece))
-    chunks = [list(ids) for ids in chunk_counts]
-    weights = list(chunk_counts.values())
-    counts: dict[tuple[int, int], int] = defaultdict(int)
-    holders: dict[tuple[int, int], set[int]] = defaultdict(set)  # chunks that hold (or once held) a pair
-    for n, ids in enumerate(chunks):
-        for pair in zip(ids, ids[1:]):
-            counts[pair] += weights[n]
-            holders[pair].add(n)
-    heap = [(-c, pair) for pair, c in counts.items()]
-    heapq.heapify(heap)
-    vocab = {i: bytes([i]) for i in range(256)}
-    merges = []
-    for new_id in range(256, 256 + num_merges):
-        while heap and counts.get(heap[0][1], 0) != -heap[0][0]:
-            heapq.heappop(heap)  # stale: the pair's count changed since this entry was pushed
-        if not heap:
-            break
-        best = heap[0][1]
-        changed = set()
-        for n in holders.pop(best):
-            ids, w = chunks[n], weights[n]
-            for pair in zip(ids, ids[1:]):
-                counts[pair] -= w
-                changed.add(pair)
-            ids = chunks[n] = _merge(ids, best, new_id)
-            for pair in zip(ids, ids[1:]):
-                counts[pair] += w
-                holders[pair].add(n)
-                changed.add(pair)
-        for pair in changed:
-            if counts[pair] > 0:
-                heapq.heappush(heap, (-counts[pair], pair))
-            else:
-                del counts[pair]
-        merges.append(best)
-        vocab[new_id] = vocab[best[0]] + vocab[best[1]]
-    for j, token in enumerate(special_tokens):
-        vocab[256 + len(merges) + j] = token.encode("utf-8")
-    return merges, vocab
+CELLS = ("setup", "byte_basics", "train_byte_bpe", "train_byte_bpe_fast")
+CS336 = Path(os.environ.get("CS336_MIRROR", "/work/.mirror/stanford-cs336+assignment1-basics/repo"))
+CS336_BAR_S = 1.5       # test_train_bpe_speed's bound
+CS336_MERGES = 243      # vocab_size=500 with one special token
 
 
 def timed(function, repeat: int):
@@ -103,54 +52,93 @@ def timed(function, repeat: int):
     return result, times
 
 
+def printable_bytes() -> dict[str, int]:
+    """GPT-2's stand-in character of each byte (as its merges files print them) -> the byte."""
+    kept = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    shifted = [b for b in range(256) if b not in kept]
+    table = {chr(b): b for b in kept}
+    table.update({chr(256 + k): b for k, b in enumerate(shifted)})
+    return table
+
+
+def cs336_file(path: str) -> str | None:
+    """A file of the CS336 mirror at HEAD, or None when the mirror is absent."""
+    if not CS336.is_dir():
+        return None
+    done = subprocess.run(["git", "-C", str(CS336), "show", f"HEAD:{path}"], capture_output=True, check=False)
+    return done.stdout.decode("utf-8") if done.returncode == 0 else None
+
+
+def compare(ns, text: str, merges: int, repeat: int, label: str, from_file: Path | None = None) -> dict:
+    specials = ["<|endoftext|>"]
+
+    def run(trainer):
+        if from_file is None:
+            return trainer(text, merges, specials)
+        return trainer(from_file.read_text(encoding="utf-8"), merges, specials)  # CS336 times the reading too
+
+    (naive_merges, naive_vocab), naive_times = timed(lambda: run(ns["train_byte_bpe"]), repeat)
+    (fast_merges, fast_vocab), fast_times = timed(lambda: run(ns["train_byte_bpe_fast"]), repeat)
+    naive_s, fast_s = statistics.median(naive_times), statistics.median(fast_times)
+    identical = naive_merges == fast_merges and naive_vocab == fast_vocab
+    print(f"{label}: {len(text):,} characters, {len(naive_merges)} merges; naive {naive_s:.2f} s, "
+          f"incremental {fast_s:.2f} s ({naive_s / fast_s:.1f}x); identical: {identical}", flush=True)
+    return {
+        "text": label, "characters": len(text), "merges_requested": merges, "merges_learned": len(naive_merges),
+        "special_tokens": specials, "repeat": repeat, "load_average_before": os.getloadavg()[0],
+        "naive_recount_s": round(naive_s, 3), "naive_recount_runs_s": [round(t, 3) for t in naive_times],
+        "incremental_s": round(fast_s, 3), "incremental_runs_s": [round(t, 3) for t in fast_times],
+        "speedup": round(naive_s / fast_s, 2), "identical_merges": identical,
+        "first_merges": [fast_vocab[256 + k].decode("utf-8", errors="replace") for k in range(min(20, len(fast_merges)))],
+        "_merges": fast_merges, "_vocab": fast_vocab,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", choices=("tinyshakespeare", "cs336", "both"), default="both")
     parser.add_argument("--merges", type=int, default=1000)
-    parser.add_argument("--chars", type=int, default=0, help="train on the first N characters (default: all)")
+    parser.add_argument("--chars", type=int, default=0, help="train on the first N characters of Tiny Shakespeare")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-
     ns = solution_namespace(NAME, list(CELLS))
-    text = load_text("tinyshakespeare")
-    if args.chars:
-        text = text[: args.chars]
-    specials = ["<|endoftext|>"]
-    pretokenize = ns["byte_pretokenize"]
-    chunks, pretokenize_times = timed(lambda: pretokenize(text), args.repeat)
-    print(f"{len(text):,} characters, {len(chunks):,} chunks ({len(set(chunks)):,} distinct); "
-          f"pre-tokenizing takes {statistics.median(pretokenize_times):.2f} s", flush=True)
-
-    (naive_merges, naive_vocab), naive_times = timed(lambda: ns["train_byte_bpe"](text, args.merges, specials), args.repeat)
-    print(f"naive recount (the notebook's train_byte_bpe): {statistics.median(naive_times):.1f} s", flush=True)
-    (inc_merges, inc_vocab), inc_times = timed(lambda: train_incremental(text, args.merges, specials, pretokenize),
-                                               args.repeat)
-    print(f"incremental pair counts:                       {statistics.median(inc_times):.1f} s", flush=True)
-
-    identical = [tuple(p) for p in naive_merges] == [tuple(p) for p in inc_merges] and naive_vocab == inc_vocab
-    first_difference = next((k for k, (a, b) in enumerate(zip(naive_merges, inc_merges)) if tuple(a) != tuple(b)), None)
-    naive_s, inc_s = statistics.median(naive_times), statistics.median(inc_times)
-    print(f"identical merges and vocabularies: {identical}"
-          + ("" if identical else f" (first difference at merge {first_difference})")
-          + f"; speed-up {naive_s / inc_s:.1f}x")
-    rows = [{
-        "text": "tinyshakespeare" + (f"[:{args.chars}]" if args.chars else ""),
-        "characters": len(text),
-        "chunks": len(chunks),
-        "distinct_chunks": len(set(chunks)),
-        "merges_requested": args.merges,
-        "merges_learned": len(naive_merges),
-        "special_tokens": specials,
-        "repeat": args.repeat,
-        "pretokenize_s": round(statistics.median(pretokenize_times), 3),
-        "naive_recount_s": round(naive_s, 3),
-        "naive_recount_runs_s": [round(t, 3) for t in naive_times],
-        "incremental_s": round(inc_s, 3),
-        "incremental_runs_s": [round(t, 3) for t in inc_times],
-        "speedup": round(naive_s / inc_s, 2),
-        "identical_merges": identical,
-        "first_difference": first_difference,
-        "first_merges": [naive_vocab[256 + k].decode("utf-8", errors="replace") for k in range(min(20, len(naive_merges)))],
-    }]
+    rows = []
+    if args.corpus in ("tinyshakespeare", "both"):
+        text = load_text("tinyshakespeare")
+        text = text[: args.chars] if args.chars else text
+        rows.append(compare(ns, text, args.merges, args.repeat,
+                            "tinyshakespeare" + (f"[:{args.chars}]" if args.chars else "")))
+    if args.corpus in ("cs336", "both"):
+        corpus = cs336_file("tests/fixtures/corpus.en")
+        if corpus is None:
+            print(f"CS336's corpus is not here (no mirror at {CS336}): its row is skipped.")
+            rows.append({"text": "cs336 corpus.en", "skipped": f"no mirror at {CS336}"})
+        else:
+            scratch = Path(os.environ.get("TMPDIR", "/tmp")) / "cs336-corpus.en"  # a file, read inside the timing
+            scratch.write_text(corpus, encoding="utf-8")
+            try:
+                row = compare(ns, corpus, CS336_MERGES, args.repeat, "cs336 corpus.en", from_file=scratch)
+            finally:
+                scratch.unlink()
+            decode = printable_bytes()
+            reference = [tuple(bytes(decode[c] for c in part) for part in line.split(" "))
+                         for line in cs336_file("tests/fixtures/train-bpe-reference-merges.txt").splitlines() if line]
+            ours = [(row["_vocab"][a], row["_vocab"][b]) for a, b in row["_merges"]]
+            same_place = sum(x == y for x, y in zip(ours, reference))
+            row.update({"cs336_bar_s": CS336_BAR_S, "incremental_under_bar": row["incremental_s"] < CS336_BAR_S,
+                        "naive_under_bar": row["naive_recount_s"] < CS336_BAR_S,
+                        "reference_merges": len(reference), "same_merge_same_place": same_place,
+                        "same_merge_set": len(set(ours) & set(reference)),
+                        "first_difference": next((k for k, (x, y) in enumerate(zip(ours, reference)) if x != y), None),
+                        "cs336_commit": subprocess.run(["git", "-C", str(CS336), "rev-parse", "HEAD"], capture_output=True,
+                                                       text=True, check=False).stdout.strip()})
+            print(f"  against CS336's bar of {CS336_BAR_S} s: incremental {row['incremental_s']:.2f} s, naive "
+                  f"{row['naive_recount_s']:.2f} s; {same_place} of {len(reference)} merges equal to CS336's reference "
+                  f"at the same place, {row['same_merge_set']} in common as a set")
+            rows.append(row)
+    identical = all(r.get("identical_merges", True) for r in rows)
+    for r in rows:
+        r.pop("_merges", None), r.pop("_vocab", None)
     print(f"saved {save('byte_bpe_speed', rows)}")
     return 0 if identical else 1
 

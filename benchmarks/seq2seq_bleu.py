@@ -40,17 +40,16 @@ def notebook_namespace() -> dict:
 
 def subword_row(ns, to_the_criterion, train, valid, test, src_lex, tgt_lex) -> dict:
     """Notebook 04's optional experiment on the whole split: the attention model on byte-level BPE pieces (notebook
-    01's solution, with merges learned by benchmarks/byte_bpe_speed.py's incremental trainer, which learns the same
-    merges faster), as many merges as make each piece vocabulary the size of its word lexicon, trained to the
+    01's solution, with merges learned by its incremental trainer train_byte_bpe_fast, which learns the naive
+    trainer's merges faster), as many merges as make each piece vocabulary the size of its word lexicon, trained to the
     criterion and scored on words."""
-    from benchmarks.byte_bpe_speed import train_incremental
-
-    bpe = solution_namespace("01_tokenization_embeddings", ["setup", "byte_basics", "byte_pretokenize", "byte_encode", "byte_decode"])
+    bpe = solution_namespace("01_tokenization_embeddings", ["setup", "byte_basics", "train_byte_bpe", "train_byte_bpe_fast",
+                                                           "byte_encode"])
     solution_namespace(NAME, ["exp_subword"], stop_at={"exp_subword": "if real is not None:"}, namespace=ns)
     Lexicon = ns["Lexicon"]
 
     def train_bpe(text, num_merges):
-        return train_incremental(text, num_merges, (), bpe["byte_pretokenize"])
+        return bpe["train_byte_bpe_fast"](text, num_merges)
 
     def codec(side, lex):
         merges = len(lex) - len(Lexicon.SPECIALS) - 256

@@ -106,9 +106,10 @@ def test_a_pack_that_loses_points_is_graded_again_variant_by_variant(tmp_path):
     """A wrong "correct" variant must be reported lost on its own, and must not take the
     right one packed with it down. A bug's run stops at its first failing test cell: the
     later test cells score 0 without running; the solution runs whole."""
-    right = _mutant("right", "char_tokenize", source="def char_tokenize(text):\n    return [c for c in text]\n")
-    wrong = _mutant("wrong", "one_hot", source="def one_hot(ids, vocab_size):\n    return ids\n")
-    bug = _mutant("bug", "char_tokenize", "bug", source="def char_tokenize(text):\n    return list(text.strip())\n")
+    right = _mutant("right", "word_tokenize",
+                    source="def word_tokenize(text, lower=True):\n    return re.findall(r'\\w+|[^\\w\\s]', text.lower() if lower else text)\n")
+    wrong = _mutant("wrong", "embed", source="def one_hot(ids, vocab_size):\n    return ids\n")
+    bug = _mutant("bug", "word_tokenize", "bug", source="def word_tokenize(text, lower=True):\n    return text.split()\n")
     assert [[m.id for m in p] for p in mutants.pack_correct_variants([right, wrong, bug])] == [["right", "wrong"]]
     name = "01_tokenization_embeddings"
     outcomes, scores = mutants.grade_mutants(name, [right, wrong, bug], workspace=tmp_path / "ws")
@@ -116,7 +117,7 @@ def test_a_pack_that_loses_points_is_graded_again_variant_by_variant(tmp_path):
     assert set(scores) == {mutants.BASELINE, right.student, wrong.student, bug.student}
     caught = next(o for o in outcomes if o.mutant.id == "bug")
     tests = [c.name for c in scores[bug.student].auto_cells]
-    assert "failed test_char_tokenize (then " in caught.detail and f"{len(tests) - 1} not run" in caught.detail
+    assert "failed test_word_tokenize (then " in caught.detail and f"{len(tests) - 1} not run" in caught.detail
     assert scores[bug.student].auto_score == 0
     graded = course.read_notebook(scores[bug.student].autograded)
     unrun = [c for c in graded.cells if c.cell_type == "code" and any(o.get("ename") == "NotRun" for o in c.outputs)]
@@ -128,19 +129,19 @@ def test_coverage_gaps_name_cells_without_a_bug_of_a_kind_and_false_reasons(tmp_
     monkeypatch.setattr(mutants, "NOT_APPLICABLE_DIR", tmp_path)
     name = "01_tokenization_embeddings"
     (tmp_path / f"{name}.yaml").write_text(
-        "char_tokenize: {gradient: strings, boundary: both, spelling: x}\nno_such_cell: {dtype: x}\n"
+        "word_tokenize: {gradient: strings, boundary: both, spelling: x}\nno_such_cell: {dtype: x}\n"
     )
-    gaps = mutants.coverage_gaps(name, [_mutant("b", "char_tokenize", "bug", mistake="boundary")])
+    gaps = mutants.coverage_gaps(name, [_mutant("b", "word_tokenize", "bug", mistake="boundary")])
     assert f"{name}: not_applicable names 'no_such_cell', which is no graded code cell" in gaps
-    assert f"{name}/char_tokenize: not_applicable names 'spelling', not one of {mutants.MISTAKES}" in gaps
-    assert f"{name}/char_tokenize: boundary has a bug mutant and a reason it cannot happen" in gaps
-    assert f"{name}/char_tokenize: no dtype bug mutant and no reason it cannot happen" in gaps
-    assert not [g for g in gaps if "char_tokenize: no gradient" in g]
+    assert f"{name}/word_tokenize: not_applicable names 'spelling', not one of {mutants.MISTAKES}" in gaps
+    assert f"{name}/word_tokenize: boundary has a bug mutant and a reason it cannot happen" in gaps
+    assert f"{name}/word_tokenize: no dtype bug mutant and no reason it cannot happen" in gaps
+    assert not [g for g in gaps if "word_tokenize: no gradient" in g]
     (tmp_path / f"{name}.yaml").write_text("- a list\n")
     with pytest.raises(CourseError, match="expected cell"):
         mutants.coverage_gaps(name, [])
     # a reason given twice (as a merge can leave one cell's reasons under another cell) is refused, not lost
-    (tmp_path / f"{name}.yaml").write_text("char_tokenize:\n  gradient: a\n  dtype: b\n  gradient: c\n")
+    (tmp_path / f"{name}.yaml").write_text("word_tokenize:\n  gradient: a\n  dtype: b\n  gradient: c\n")
     with pytest.raises(CourseError, match="'gradient' appears twice"):
         mutants.coverage_gaps(name, [])
 

@@ -109,8 +109,7 @@ def test_notebook_04s_subword_experiment_inverts_its_pieces_and_leaves_nothing_u
     unk_share counts the word lexicon's [UNK] tokens. The solution notebook itself never runs this path."""
     from benchmarks.solution_cells import solution_namespace
 
-    bpe = solution_namespace("01_tokenization_embeddings", ["setup", "byte_basics", "byte_pretokenize", "train_byte_bpe",
-                                                           "byte_encode", "byte_decode"])
+    bpe = solution_namespace("01_tokenization_embeddings", ["setup", "byte_basics", "train_byte_bpe", "byte_encode"])
     ns = solution_namespace("04_seq2seq_attention", ["exp_subword"], stop_at={"exp_subword": "if real is not None:"},
                             namespace={"Lexicon": Lexicon})
     train = [split_sentence(s) for s in ["J'aime les chats violets.", "Les chats dorment.", "J'aime dormir."]]
