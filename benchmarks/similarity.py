@@ -78,22 +78,9 @@ STRENGTHS = ("light", "medium", "heavy")
 
 
 def _names_given(given: dict[str, str]) -> set[str]:
-    """What the release defines (its functions, classes and methods, their arguments, and the
-    attributes it sets): the names the tests call, which a copier keeps."""
-    names = set()
-    for source in given.values():
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, ast.arg):
-                names.add(node.arg)
-            elif isinstance(node, ast.Attribute):
-                names.add(node.attr)
-    return names
+    """Every word of the release's cells (its functions, classes, methods, arguments and the
+    attributes its docstrings ask for): the names the tests use, which a copier keeps."""
+    return set(re.findall(r"\w+", "\n".join(given.values())))
 
 
 def _bound(tree: ast.AST) -> set[str]:
@@ -612,8 +599,8 @@ def scored_class(assignment: str, honest: int, copies: int, rng: random.Random, 
         students[f"copy-{i:03d}"] = cells
         planted[frozenset((original, f"copy-{i:03d}"))] = strength
     start = time.perf_counter()
-    base = similarity.release_prints(given)
-    hand_ins = [similarity.fingerprint_hand_in(s, cells, base) for s, cells in students.items()]
+    base, names = similarity.release_prints(given), similarity.release_names(given)
+    hand_ins = [similarity.fingerprint_hand_in(s, cells, base, names) for s, cells in students.items()]
     pairs = similarity.similar_pairs(hand_ins, threshold=0.0)
     seconds = time.perf_counter() - start
     scores = {frozenset(p.students): p.score for p in pairs}
