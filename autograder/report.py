@@ -165,8 +165,7 @@ def _similar(s: AssignmentSummary, answers: dict[str, dict], hidden: set[str]) -
     esc = html.escape
     pairs = s.pairs
     head = (f"<h3>Similar answers</h3><p class='note'>{esc(DISCLAIMER)} Pairs scoring at least "
-            f"{similarity.THRESHOLD:g} are listed, and pairs with {similarity.CELLS_LISTED} cells alike whatever "
-            f"their other cells hold: the score is the share of the answer cells in which both hand-ins wrote "
+            f"{similarity.THRESHOLD:g} are listed: the score is the share of the answer cells in which both hand-ins wrote "
             f"code of their own (not the release's, not what much of the class wrote) that the other hand-in "
             f"also holds; each cell's similarity is shown beside it.</p>")
     if not pairs:

@@ -29,10 +29,11 @@ Each answer cell is normalised for what copying usually changes, then fingerprin
    shares counts for or against a pair on neither side); its similarity is the mean of the
    shares of each side's fingerprints that the other hand-in holds, in any of its cells (so a
    function moved to another cell still matches), and it matches at CELL_MATCH. The score is
-   the share of the counted cells that match. A pair is reported (`is_reported`) when at least
-   MIN_MATCHED cells match (half the answer cells where that is fewer: one or two distinctive
-   cells alike is too little to point at) and it scores THRESHOLD, or when CELLS_LISTED cells
-   match whatever its other cells hold (a partial copy); the report lists each cell's similarity.
+   the share of the counted cells that match, so the cells a partial copier answered honestly
+   weigh only where both wrote code of their own. A pair is reported (`is_reported`) when at
+   least MIN_MATCHED cells match (half the answer cells where that is fewer: independent
+   students hand in up to three identical answers, a copier more) and it scores THRESHOLD; the
+   report lists each counted cell's similarity.
 How it grows: fingerprinting is linear in the code handed in; counting shared fingerprints
 costs the sum over fingerprints of (hand-ins holding it)², at most the number of fingerprints
 times common_limit(n), and in practice far less (most fingerprints are held by one hand-in);
@@ -63,9 +64,8 @@ SUBTREE_NODES = 8    # an expression of at least this many syntax nodes is finge
 MIN_SHARED = 8       # a pair shares at least this many fingerprints
 MIN_CELL_PRINTS = 2  # a cell with fewer fingerprints that are not common is left out of a pair's score
 CELL_MATCH = 0.8     # a cell matches when the other hand-in holds this share of its fingerprints
-MIN_MATCHED = 3      # a pair is reported when this many cells match (half the answer cells, if that is fewer)
-CELLS_LISTED = 4     # ... and whatever its score when this many cells match
-THRESHOLD = 0.55     # pairs at or above this score are reported (tuned: benchmarks/README.md)
+MIN_MATCHED = 4      # a pair is reported when this many cells match (half the answer cells, if that is fewer)
+THRESHOLD = 0.45     # pairs at or above this score are reported (tuned: benchmarks/README.md)
 COMMON_FLOOR = 10    # a fingerprint shared by more than common_limit(n) hand-ins is common
 COMMON_SHARE = 0.25
 
@@ -456,7 +456,7 @@ class Pair:
 
 def is_reported(score: float, matched: int, enough: int, threshold: float = THRESHOLD) -> bool:
     """Whether a pair with `matched` cells that match is reported (see the module's docstring)."""
-    return matched >= enough and (score >= threshold or matched >= CELLS_LISTED)
+    return matched >= enough and score >= threshold
 
 
 def similar_pairs(hand_ins: list[HandIn], threshold: float = THRESHOLD) -> list[Pair]:

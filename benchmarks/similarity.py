@@ -579,7 +579,7 @@ def prelude(assignment: str) -> str:
 
 
 def scored_class(assignment: str, honest: int, copies: int, rng: random.Random, check: bool = True):
-    """Every scored pair of a synthetic class of `assignment` (pair → score), the planted pairs
+    """Every scored pair of a synthetic class of `assignment` (pair → score, cells that match), the planted pairs
     (pair → strength), the seconds similarity took, the number of hand-ins, and the copies that
     did not compute what their source computes (replanted until they did, at most 20 times) and
     the function calls compared."""
@@ -603,12 +603,14 @@ def scored_class(assignment: str, honest: int, copies: int, rng: random.Random, 
     hand_ins = [similarity.fingerprint_hand_in(s, cells, base, names) for s, cells in students.items()]
     pairs = similarity.similar_pairs(hand_ins, threshold=0.0)
     seconds = time.perf_counter() - start
-    scores = {frozenset(p.students): p.score for p in pairs}
+    scores = {frozenset(p.students): (p.score, len(p.cells)) for p in pairs}
     return scores, planted, seconds, len(students), unequal, compared
 
 
 def measure(scores: dict, planted: dict, threshold: float) -> dict:
-    reported = {pair for pair, s in scores.items() if s >= threshold}
+    """Precision and recall of the pairs the report lists at `threshold` (`is_reported`; every
+    pair in `scores` has the cells a pair needs)."""
+    reported = {pair for pair, (s, matched) in scores.items() if similarity.is_reported(s, matched, 0, threshold)}
     found = reported & set(planted)
     out = {"reported": len(reported), "planted": len(planted), "found": len(found),
            "precision": len(found) / len(reported) if reported else 1.0,
@@ -663,8 +665,8 @@ def main() -> int:
         rows[name] = {"part": "tune" if name in tune else "held out", "seconds": round(seconds, 2),
                       "hand_ins": hand_ins, "copies_replanted": unequal, "calls_compared": compared,
                       "negative_pairs": hand_ins * (hand_ins - 1) // 2 - len(planted),
-                      "highest_negative": round(max([s for p, s in scores.items() if p not in planted], default=0), 3),
-                      "lowest_positive": round(min([scores.get(p, 0.0) for p in planted], default=1), 3),
+                      "highest_negative": round(max([s for p, (s, _) in scores.items() if p not in planted], default=0), 3),
+                      "lowest_positive": round(min([scores.get(p, (0.0, 0))[0] for p in planted], default=1), 3),
                       **measure(scores, planted, threshold)}
         row = rows[name]
         print(f"{name:28} {row['part']:8}  precision {row['precision']:.3f}  recall {row['recall']:.3f}  "
