@@ -13,6 +13,7 @@ import hmac
 import os
 import re
 import stat
+import symtable
 from pathlib import Path
 
 from autograder import kernel_text
@@ -93,6 +94,7 @@ def verified_line(line: bytes, key: bytes) -> dict | None:
 
 
 # What in a student's own cells suggests tampering, and why it matters.
+READS_RUNNING = "reads the code that is running (the hidden tests)"
 SUSPICIOUS = [
     (r"\b(torch|np|numpy|math)(\s*\.\s*testing)?\s*\.\s*(allclose|isclose|equal|assert_close|assert_allclose|testing)\s*=(?!=)",
      "replaces a comparison function the tests rely on"),
@@ -104,10 +106,34 @@ SUSPICIOUS = [
      r"|set_custom_exc|CustomTB|register_magic|showtraceback|\.\s*(run_cell|run_cell_async|run_ast_nodes|run_code"
      r"|transform_cell)\s*=(?!=)", "registers IPython hooks that can change later cells"),
     (r"\bsys\s*\.\s*(settrace|setprofile|_getframe)|\bf_back\b|\bf_locals\b|\bco_consts\b|\binspect\s*\.\s*"
-     r"(stack|currentframe|getouterframes|getsource)|\blinecache\b|\b_ih\b|\bIn\s*\[|\b_i\d*\b|history_manager"
-     r"|\bgc\s*\.\s*get_(objects|referrers)|\buser_ns\b", "reads the code that is running (the hidden tests)"),
+     r"(stack|currentframe|getouterframes|getsource)|\blinecache\b|\b_ih\b|\bIn\s*\[|history_manager"
+     r"|\bgc\s*\.\s*get_(objects|referrers)|\buser_ns\b", READS_RUNNING),
     (r"gradebook|nbgrader|autograded|HIDDEN TESTS|\bsolutions/|\brelease/", "refers to the grader's files"),
 ]
+
+
+HISTORY = re.compile(r"_i{1,3}|_i\d+")  # IPython's input history: _i, _ii, _iii, _i<N>
+
+
+def history_reads(source: str) -> set[str]:
+    """IPython's input-history variables (`HISTORY`) that a cell reads: as globals, except where
+    the cell's own top level binds them (IPython sets them again after every cell, so a
+    function reading one, or another cell, reads the history). A student's own `_i` (a loop
+    variable, an argument, a function's local, as Python's scope analysis, `symtable`, finds
+    them) is theirs. Code that does not compile is searched as text."""
+    try:
+        tables = [symtable.symtable(source, "<cell>", "exec")]
+    except (SyntaxError, ValueError):
+        return {m.group() for m in re.finditer(r"(?<!\w)_i\d*(?!\w)", source)}
+    read = set()
+    while tables:
+        table = tables.pop()
+        tables += table.get_children()
+        top = table.get_type() == "module"
+        read |= {sym.get_name() for sym in table.get_symbols() if HISTORY.fullmatch(sym.get_name())
+                 and sym.is_referenced() and (sym.is_global() and not top
+                                              or top and not (sym.is_assigned() or sym.is_imported()))}
+    return read
 
 
 def student_code(repaired, release) -> list[tuple[str, str]]:
@@ -169,6 +195,9 @@ def scan(repaired, release, protected: list[str]) -> list[Finding]:
     """Reasons to review a hand-in by hand, from the code the student wrote."""
     flags = []
     for where, source in student_code(repaired, release):
+        history = sorted(history_reads(source))
+        if history:
+            flags.append(Finding(Kind.SUSPICIOUS_CODE, f"{where}: {READS_RUNNING} (`{', '.join(history)}`)"))
         for pattern, reason in SUSPICIOUS:
             found = re.search(pattern, source)
             if found:

@@ -44,12 +44,13 @@ def _read_json(path: Path) -> dict | None:
 def similar_answers(ws: Workspace, assignment: str, students: list[str]):
     """The pairs of `students` whose answers to `assignment` are similar, and every hand-in's answers."""
     release = _read_json(ws.release_path(assignment))
-    given = similarity.release_prints(similarity.answer_cells(release)) if release else set()
+    release_cells = similarity.answer_cells(release) if release else {}
+    given, names = similarity.release_prints(release_cells), similarity.release_names(release_cells)
     hand_ins = []
     for student in students:
         nb = _read_json(ws.submission_path(student, assignment))
         if nb and isinstance(nb.get("cells"), list):
-            hand_ins.append(similarity.fingerprint_hand_in(student, similarity.answer_cells(nb), given))
+            hand_ins.append(similarity.fingerprint_hand_in(student, similarity.answer_cells(nb), given, names))
     return similarity.similar_pairs(hand_ins), {h.student: h.cells for h in hand_ins}
 
 
@@ -164,8 +165,9 @@ def _similar(s: AssignmentSummary, answers: dict[str, dict], hidden: set[str]) -
     esc = html.escape
     pairs = s.pairs
     head = (f"<h3>Similar answers</h3><p class='note'>{esc(DISCLAIMER)} Pairs scoring at least "
-            f"{similarity.THRESHOLD:g} are listed: the score is the share of the two hand-ins' answer cells "
-            f"whose distinctive code the other hand-in also holds.</p>")
+            f"{similarity.THRESHOLD:g} are listed: the score is the share of the answer cells in which both hand-ins wrote "
+            f"code of their own (not the release's, not what much of the class wrote) that the other hand-in "
+            f"also holds; each cell's similarity is shown beside it.</p>")
     if not pairs:
         return head + "<p>No pair above the threshold.</p>"
     groups = [g for g in similarity.clusters(pairs) if len(g) > 2]
@@ -177,7 +179,8 @@ def _similar(s: AssignmentSummary, answers: dict[str, dict], hidden: set[str]) -
                 f"<p>{esc(cell)}</p><pre>{esc(scrub(answers[s.name][student].get(cell, ''), hidden, 4000))}</pre>"
                 for cell in p.cells) + "</div>"
             for student in (a, b))
-        body += (f"<details><summary>{esc(a)} and {esc(b)}: score {p.score:.2f}, cells {esc(', '.join(p.cells))}"
+        alike = ", ".join(f"{cell} {p.alike[cell]:.2f}" for cell in p.cells)
+        body += (f"<details><summary>{esc(a)} and {esc(b)}: score {p.score:.2f}, cells alike {esc(alike)}"
                  f"</summary><div class='side'>{sides}</div></details>")
     if len(pairs) > SHOWN_PAIRS:
         body += f"<p>{len(pairs) - SHOWN_PAIRS} more pairs in report.json.</p>"

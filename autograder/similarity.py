@@ -1,16 +1,22 @@
 """Similarity of students' answers: which hand-ins share code beyond what the release gives.
 
 Each answer cell is normalised for what copying usually changes, then fingerprinted:
-1. normalise (`normal_tokens`): the cell is parsed and rewritten from its syntax tree, so
-   formatting, comments and docstrings are gone; every name the hand-in binds (variables,
-   arguments, its functions and classes) becomes `V`, every string `S`; attribute names,
-   keywords and the names it only uses (torch, len) are kept. In every block, statements that do
-   not depend on one another (through the names they read and write) are put in one canonical
-   order. A cell that does not parse is tokenised as it is, every name but keywords, builtins
-   and attributes as `V`.
-2. fingerprint (`fingerprints`): hashes of the token k-grams, winnowed (Schleimer, Wilkerson
-   and Aiken's algorithm behind MOSS: the smallest hash of every window of W k-grams), so any
-   shared run of K + W - 1 tokens shares a fingerprint.
+1. normalise (`normal_cells`): the cell is parsed and rewritten from its syntax tree, so
+   formatting, comments and docstrings are gone; equivalent spellings take one canonical form
+   (`autograder.canonical`: products, shapes, softmax and other function-or-method calls,
+   in-place arithmetic, append loops, counted while loops, dead statements, prints,
+   single-use variables and one-line helpers); every name the hand-in binds (variables,
+   arguments, its functions and classes) becomes `V`, every attribute it sets on self and every
+   method it defines `A` (unless the release names it: `release_names`), every string `S`; other attribute names, keywords and the names it
+   only uses (torch, len) are kept. In every block, statements that do not depend on one
+   another (through the names they read and write) are put in one canonical order. A cell that
+   does not parse is tokenised as it is, every name but keywords, builtins and attributes as `V`.
+2. fingerprint (`fingerprints`, `subtree_prints`): hashes of the token k-grams, winnowed
+   (Schleimer, Wilkerson and Aiken's algorithm behind MOSS: the smallest hash of every window of
+   W k-grams), so any shared run of K + W - 1 tokens shares a fingerprint; and, as Dolos and
+   structure-based clone detectors compare syntax trees, a hash of every simple statement and
+   of every expression of at least SUBTREE_NODES nodes of the normalised tree, so a statement
+   kept whole keeps its fingerprint whatever was changed around it.
 3. index (`similar_pairs`): an inverted index from fingerprint to the hand-ins that hold it.
    The fingerprints of the release's own answer cells (the given signatures and scaffolding)
    are dropped, and so is a fingerprint that more than `common_limit(n)` of the n hand-ins
@@ -18,12 +24,16 @@ Each answer cell is normalised for what copying usually changes, then fingerprin
    cell with fewer than MIN_TOKENS tokens, or with fewer than MIN_CELL_PRINTS fingerprints
    left, does not count.
 4. score (`pair_score`): only the pairs that the postings of the fingerprints left join, by at
-   least MIN_SHARED fingerprints, are scored; never every pair of the class. A cell of one
-   hand-in matches when the other hand-in holds CELL_MATCH of its fingerprints, in any of its
-   cells (so a function moved to another cell still matches); the score is the share of the
-   two hand-ins' cells that match. Pairs scoring THRESHOLD or more, with at least MIN_MATCHED
-   cells that match (half the answer cells where that is fewer), are reported: one or two
-   distinctive cells alike is too little to point at.
+   least MIN_SHARED fingerprints, are scored; never every pair of the class. A cell counts in a
+   pair only when both hand-ins hold distinctive code in it (what the release gives or the class
+   shares counts for or against a pair on neither side); its similarity is the mean of the
+   shares of each side's fingerprints that the other hand-in holds, in any of its cells (so a
+   function moved to another cell still matches), and it matches at CELL_MATCH. The score is
+   the share of the counted cells that match, so the cells a partial copier answered honestly
+   weigh only where both wrote code of their own. A pair is reported (`is_reported`) when at
+   least MIN_MATCHED cells match (half the answer cells where that is fewer: independent
+   students hand in up to three identical answers, a copier more) and it scores THRESHOLD; the
+   report lists each counted cell's similarity.
 How it grows: fingerprinting is linear in the code handed in; counting shared fingerprints
 costs the sum over fingerprints of (hand-ins holding it)², at most the number of fingerprints
 times common_limit(n), and in practice far less (most fingerprints are held by one hand-in);
@@ -38,21 +48,24 @@ import hashlib
 import heapq
 import io
 import keyword
+import re
 import tokenize
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from autograder.canonical import canonical, local_attributes
 from utils.cells import grade_id, is_answer, parse
 
 K = 8                # tokens in a k-gram
 WINDOW = 4           # k-grams in a winnowing window
 MAX_CELL_CHARS = 100_000  # a longer cell is compared on its beginning
 MIN_TOKENS = 25      # a cell with fewer normalised tokens is too short to mean anything
+SUBTREE_NODES = 8    # an expression of at least this many syntax nodes is fingerprinted whole
 MIN_SHARED = 8       # a pair shares at least this many fingerprints
 MIN_CELL_PRINTS = 2  # a cell with fewer fingerprints that are not common is left out of a pair's score
 CELL_MATCH = 0.8     # a cell matches when the other hand-in holds this share of its fingerprints
-MIN_MATCHED = 3      # a pair is reported when this many cells match (half the answer cells, if that is fewer)
-THRESHOLD = 0.7      # pairs at or above this score are reported (benchmarks/README.md)
+MIN_MATCHED = 4      # a pair is reported when this many cells match (half the answer cells, if that is fewer)
+THRESHOLD = 0.45     # pairs at or above this score are reported (tuned: benchmarks/README.md)
 COMMON_FLOOR = 10    # a fingerprint shared by more than common_limit(n) hand-ins is common
 COMMON_SHARE = 0.25
 
@@ -207,8 +220,8 @@ def canonical_order(body: list[ast.stmt], normalise) -> list[ast.stmt]:
 
 
 class _Normaliser(ast.NodeTransformer):
-    def __init__(self, renamed: set[str]):
-        self.renamed = renamed
+    def __init__(self, renamed: set[str], attributes: set[str]):
+        self.renamed, self.attributes = renamed, attributes
 
     def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
         return canonical_order([s for s in body if not _is_docstring(s)], self.visit) or [ast.Pass()]
@@ -232,6 +245,11 @@ class _Normaliser(ast.NodeTransformer):
     def visit_arg(self, node):
         node.arg, node.annotation = "V", None
         return node
+
+    def visit_Attribute(self, node):
+        if node.attr in self.attributes:
+            node.attr = "A"
+        return self.generic_visit(node)
 
     def visit_FunctionDef(self, node):
         node.name, node.returns = "V", None
@@ -308,20 +326,39 @@ def parse_cells(cells: dict[str, str]) -> tuple[dict[str, ast.Module | str], set
     return trees, renamed
 
 
-def normal_tokens(cells: dict[str, str]) -> dict[str, list[str]]:
-    """Each answer cell of one hand-in as normalised tokens (names bound anywhere in it count)."""
+def release_names(release_cells: dict[str, str]) -> set[str]:
+    """Every word of the release's answer cells, its docstrings included: attribute and method
+    names the release gives (the tests use them) are the course's, not the answer's own."""
+    return set(re.findall(r"\w+", "\n".join(release_cells.values())))
+
+
+def normal_cells(cells: dict[str, str], given_names: set[str] = frozenset()) -> dict[str, tuple[list[str], ast.Module | None]]:
+    """Each answer cell of one hand-in as normalised tokens, and its normalised syntax tree
+    (None where it does not parse or nests too deep); names bound anywhere in it count, and
+    attributes and methods of its own (not among `given_names`, `release_names`) become A."""
     trees, renamed = parse_cells(cells)
+    parsed = [t for t in trees.values() if not isinstance(t, str)]
+    attributes = local_attributes(parsed) - given_names
+    try:
+        canonical(parsed)
+    except RecursionError:  # nesting too deep to rewrite: compared as text below
+        parsed = []
     out = {}
     for name, tree in trees.items():
-        if isinstance(tree, str):
-            out[name] = _tokens(tree, rename=True)
-            continue
-        try:
-            tree.body = _Normaliser(renamed)._body(tree.body)
-            out[name] = _tokens(ast.unparse(tree))
-        except (RecursionError, ValueError):  # nesting too deep to rewrite: the text as it is
-            out[name] = _tokens(_strip_magics(cells[name][:MAX_CELL_CHARS]), rename=True)
+        if not isinstance(tree, str) and parsed:
+            try:
+                tree.body = _Normaliser(renamed, attributes)._body(tree.body)
+                out[name] = _tokens(ast.unparse(tree)), tree
+                continue
+            except (RecursionError, ValueError):
+                pass
+        out[name] = _tokens(_strip_magics(cells[name][:MAX_CELL_CHARS]), rename=True), None
     return out
+
+
+def normal_tokens(cells: dict[str, str]) -> dict[str, list[str]]:
+    """Each answer cell of one hand-in as normalised tokens (`normal_cells`)."""
+    return {name: tokens for name, (tokens, _) in normal_cells(cells).items()}
 
 
 # ------------------------------------------------------------------ fingerprints
@@ -329,6 +366,38 @@ def normal_tokens(cells: dict[str, str]) -> dict[str, list[str]]:
 
 def _hash(tokens: list[str]) -> int:
     return int.from_bytes(hashlib.blake2b("\x1f".join(tokens).encode(), digest_size=8).digest(), "big")
+
+
+def subtree_prints(tree: ast.Module | None) -> set[int]:
+    """Hashes of the simple statements and of the expressions of at least SUBTREE_NODES nodes
+    of a normalised tree (a compound statement counts through its parts), each computed from
+    its children's (a Merkle tree: linear in the tree's size)."""
+    out = set()
+
+    def digest(node: ast.AST) -> tuple[str, int]:
+        parts, size = [type(node).__name__], 1
+        for name, value in ast.iter_fields(node):
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, ast.AST):
+                    child, n = digest(item)
+                    parts.append(child)
+                    size += n
+                else:
+                    parts.append(repr(item))
+        key = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") \
+                or isinstance(node, ast.expr) and size >= SUBTREE_NODES:
+            out.add(int(key, 16))
+        return key, size
+
+    if tree is not None:
+        digest(tree)
+    return out
+
+
+def cell_prints(tokens: list[str], tree: ast.Module | None) -> set[int]:
+    """A normalised cell's fingerprints: its winnowed k-grams and its subtrees."""
+    return fingerprints(tokens) | subtree_prints(tree)
 
 
 def fingerprints(tokens: list[str], k: int = K, window: int = WINDOW) -> set[int]:
@@ -350,12 +419,14 @@ class HandIn:
         return set().union(*self.prints.values()) if self.prints else set()
 
 
-def fingerprint_hand_in(student: str, cells: dict[str, str], given: set[int]) -> HandIn:
-    """A hand-in's fingerprints per answer cell, less the release's (`given`) and too-short cells."""
+def fingerprint_hand_in(student: str, cells: dict[str, str], given: set[int],
+                        given_names: set[str] = frozenset()) -> HandIn:
+    """A hand-in's fingerprints per answer cell, less the release's (`given`) and too-short
+    cells; `given_names`: the release's (`release_names`)."""
     hand_in = HandIn(student, cells)
-    for name, tokens in normal_tokens(cells).items():
+    for name, (tokens, tree) in normal_cells(cells, given_names).items():
         if len(tokens) >= MIN_TOKENS:
-            kept = fingerprints(tokens) - given
+            kept = cell_prints(tokens, tree) - given
             if kept:
                 hand_in.prints[name] = kept
     return hand_in
@@ -363,7 +434,8 @@ def fingerprint_hand_in(student: str, cells: dict[str, str], given: set[int]) ->
 
 def release_prints(release_cells: dict[str, str]) -> set[int]:
     """The fingerprints of what the release's answer cells already hold."""
-    return set().union(*(fingerprints(t) for t in normal_tokens(release_cells).values()))
+    names = release_names(release_cells)
+    return set().union(*(cell_prints(*cell) for cell in normal_cells(release_cells, names).values()))
 
 
 # ------------------------------------------------------------------ pairs and clusters
@@ -372,13 +444,19 @@ def release_prints(release_cells: dict[str, str]) -> set[int]:
 @dataclass
 class Pair:
     students: tuple[str, str]
-    score: float      # the share of the two hand-ins' cells that match (pair_score)
+    score: float      # the share of the cells both hold distinctive code in that match (pair_score)
     shared: int       # fingerprints shared, common ones left out
-    cells: list[str]  # the cells that match, of either hand-in
+    cells: list[str]  # the cells that match
+    alike: dict[str, float] = field(default_factory=dict)  # every cell counted → its similarity
 
     def to_json(self) -> dict:
         return {"students": list(self.students), "score": round(self.score, 3), "shared": self.shared,
-                "cells": self.cells}
+                "cells": self.cells, "alike": {c: round(v, 3) for c, v in self.alike.items()}}
+
+
+def is_reported(score: float, matched: int, enough: int, threshold: float = THRESHOLD) -> bool:
+    """Whether a pair with `matched` cells that match is reported (see the module's docstring)."""
+    return matched >= enough and score >= threshold
 
 
 def similar_pairs(hand_ins: list[HandIn], threshold: float = THRESHOLD) -> list[Pair]:
@@ -404,20 +482,21 @@ def similar_pairs(hand_ins: list[HandIn], threshold: float = THRESHOLD) -> list[
     for (i, j), count in shared.items():
         if count < MIN_SHARED:
             continue
-        score, matched = pair_score(cells[i], cells[j], sets[i], sets[j])
-        if score >= threshold and len(matched) >= enough:
-            pairs.append(Pair((hand_ins[i].student, hand_ins[j].student), score, count, matched))
+        score, alike = pair_score(cells[i], cells[j], sets[i], sets[j])
+        matched = sorted(c for c, v in alike.items() if v >= CELL_MATCH)
+        if is_reported(score, len(matched), enough, threshold):
+            pairs.append(Pair((hand_ins[i].student, hand_ins[j].student), score, count, matched, alike))
     return sorted(pairs, key=lambda p: (-p.score, p.students))
 
 
 def pair_score(cells_a: dict[str, set[int]], cells_b: dict[str, set[int]], all_a: set[int], all_b: set[int]):
-    """The share of the two hand-ins' cells (those with fingerprints that are not common) whose
-    fingerprints the other hand-in mostly holds, in any of its cells; and those cells."""
-    matched = [name for name, prints in cells_a.items() if len(prints & all_b) >= CELL_MATCH * len(prints)]
-    matched_b = [name for name, prints in cells_b.items() if len(prints & all_a) >= CELL_MATCH * len(prints)]
-    considered = len(cells_a) + len(cells_b)
-    score = (len(matched) + len(matched_b)) / considered if considered else 0.0
-    return score, sorted(set(matched) | set(matched_b))
+    """The share of the cells both hand-ins hold distinctive code in (their fingerprints that are
+    not common) that match, and each such cell's similarity: the mean of the shares of either
+    side's fingerprints that the other hand-in holds, in any of its cells."""
+    alike = {name: (len(cells_a[name] & all_b) / len(cells_a[name]) + len(cells_b[name] & all_a) / len(cells_b[name])) / 2
+             for name in sorted(cells_a.keys() & cells_b.keys())}
+    score = sum(v >= CELL_MATCH for v in alike.values()) / len(alike) if alike else 0.0
+    return score, alike
 
 
 def clusters(pairs: list[Pair]) -> list[list[str]]:

@@ -111,6 +111,23 @@ def test_reading_the_running_cell_is_flagged():
     assert any("reads the code that is running" in f.text for f in flags)
 
 
+def _with_answer_code(nb, code):
+    nb = copy.deepcopy(nb)
+    nb.cells[first_answer(nb)].source += "\n\n" + code
+    return nb
+
+
+def test_a_loop_variable_named_like_ipythons_history_is_not_flagged_but_the_history_is():
+    sol, rel = solution(), release()
+    own = "def _count(xs):\n    n = 0\n    for _i in range(len(xs)):\n        n += xs[_i] > 0\n    return n\n"
+    fixed = repair(_with_answer_code(sol, own), rel, sol).notebook
+    assert integrity.scan(fixed, rel, integrity.protected_names(sol)) == []
+    for reads in ("print(_i)", "previous = _ii + _i3"):
+        fixed = repair(_with_answer_code(sol, own + reads), rel, sol).notebook
+        flags = integrity.scan(fixed, rel, integrity.protected_names(sol))
+        assert any(integrity.READS_RUNNING in f.text for f in flags), reads
+
+
 def test_guard_logs_become_flags_and_notes():
     logs = [[{"event": "cell", "n": 1}, {"event": "done", "n": 1}, {"event": "tamper", "detail": "refused x", "n": 1},
              {"event": "network", "detail": "looked up example.com"}]]

@@ -233,3 +233,71 @@ def test_pairs_come_from_the_index_not_from_every_pair(monkeypatch):
     assert [p.students for p in pairs] == [("ada", "copy")] and pairs[0].score == 1.0
     assert len(scored) == 1  # the blank hand-in shares no fingerprint: never scored against the others
     assert similarity.clusters(pairs) == [["ada", "copy"]]
+
+
+def test_equivalent_spellings_normalise_alike():
+    source = {"c": "class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
+                   "        self.proj = nn.Linear(d, d)\n    def forward(self, x):\n"
+                   "        scores = torch.matmul(x, x.transpose(-1, -2)) / math.sqrt(x.size(-1))\n"
+                   "        w = F.softmax(scores, dim=-1)\n        out = []\n        for row in w:\n"
+                   "            out.append(row.sum(dim=0))\n        return self.proj(torch.stack(out))\n"}
+    disguised = {"c": "def helper(a):\n    return a.softmax(-1)\nclass M(nn.Module):\n    def __init__(self, d):\n"
+                      "        super().__init__()\n        self.lin = nn.Linear(d, d)\n    def forward(self, x):\n"
+                      "        print('checking', x.shape)\n        unused = x\n"
+                      "        scores = x @ x.transpose(-2, -1) / math.sqrt(x.shape[-1])\n"
+                      "        out = [r.sum(0) for r in helper(scores)]\n        return self.lin(torch.stack(out))\n"}
+    assert similarity.normal_tokens(source) == similarity.normal_tokens(disguised)
+    counted = {"c": "def f(xs, n):\n    i = 0\n    total = 0\n    while i < n:\n        total += xs[i] ** 0.5\n"
+                    "        i += 1\n    return total\n"}
+    ranged = {"c": "def f(xs, n):\n    total = 0\n    for i in range(n):\n        total = total + torch.sqrt(xs[i])\n"
+                   "    return total\n"}
+    assert similarity.normal_tokens(counted) == similarity.normal_tokens(ranged)
+    other = {"c": ranged["c"].replace("torch.sqrt", "torch.exp")}  # a different computation stays different
+    assert similarity.normal_tokens(ranged) != similarity.normal_tokens(other)
+
+
+def test_a_statement_kept_whole_keeps_its_subtree_fingerprint():
+    a = {"c": "def f(x, w):\n    h = torch.tanh(x @ w + x.mean(0))\n    return h * 2\n"}
+    b = {"c": "def f(x, w):\n    print('start')\n    h = torch.tanh(x @ w + x.mean(0))\n    return (h * 3).sum()\n"}
+    (ta, tree_a), (tb, tree_b) = similarity.normal_cells(a)["c"], similarity.normal_cells(b)["c"]
+    assert similarity.subtree_prints(tree_a) & similarity.subtree_prints(tree_b)
+
+
+def _class(cells_of):
+    given = {c: "" for c in next(iter(cells_of.values()))}
+    base = similarity.release_prints(given)
+    return [similarity.fingerprint_hand_in(s, cells, base) for s, cells in cells_of.items()]
+
+
+def _answers(seed, n=6):
+    """n cells of distinct arithmetic, different for every seed."""
+    rng = random.Random(seed)
+    out = {}
+    for i in range(n):
+        a, b, c = (rng.randint(2, 99) for _ in range(3))
+        out[f"cell{i}"] = (f"def g{i}(x, y):\n    z = x * {a} + y ** {b} - torch.tanh(x / {c})\n"
+                           f"    w = torch.cumsum(z, {a % 3}) @ y.T\n    return w.clamp(min={b}) + z.mean({c % 2})\n")
+    return out
+
+
+def test_code_the_class_shares_counts_on_neither_side_of_a_pair():
+    honest = {f"s{i}": _answers(i) for i in range(12)}
+    shared = _answers(99)["cell0"]  # everybody's answer to cell0, so common
+    for cells in honest.values():
+        cells["cell0"] = shared
+    copy = dict(honest["s0"])
+    copy["cell0"] = shared.replace("w.clamp", "(w * 1.0).clamp")  # the copier's edit of the common answer
+    pairs = similarity.similar_pairs(_class({**honest, "copy": copy}))
+    pair = next(p for p in pairs if set(p.students) == {"s0", "copy"})
+    assert "cell0" not in pair.alike and pair.score == 1.0
+    assert len(pairs) == 1
+
+
+def test_a_partial_copy_is_listed_with_each_cells_similarity():
+    honest = {f"s{i}": _answers(i, n=10) for i in range(12)}
+    copied = ["cell0", "cell1", "cell2", "cell3", "cell4", "cell5"]  # 60%: the rest answered honestly
+    copy = {**_answers(50, n=10), **{c: honest["s0"][c] for c in copied}}
+    pairs = similarity.similar_pairs(_class({**honest, "copy": copy}))
+    assert [set(p.students) for p in pairs] == [{"s0", "copy"}]
+    assert pairs[0].cells == copied and pairs[0].score == 0.6
+    assert pairs[0].alike["cell0"] == 1.0 and pairs[0].alike["cell7"] < similarity.CELL_MATCH
