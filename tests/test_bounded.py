@@ -58,7 +58,9 @@ CASES = {
     "error-text": (AGENT + "_k.Agent.answer = lambda self, tree, buffers: "
                    "_k.encode({'error': ['ValueError', 'e' * 3_000_000]})\n", "graded", "less", ""),
     # (wrapping every answer function changes one of 05 that is used as a method: less than full)
-    "printed-text": (AGENT + "_k.PRINTED_CAP = 1 << 30\ndef _attack():\n    print('p' * 3_000_000)\n", "output-limit", "less", "output"),
+    # 900,000 characters a call: past the runner's cap of printed text, and within the tree's byte limit even where a
+    # convention check calls the answer four times in one reply (05's MultiHeadAttention)
+    "printed-text": (AGENT + "_k.PRINTED_CAP = 1 << 30\ndef _attack():\n    print('p' * 900_000)\n", "output-limit", "less", "output"),
     # at the end of the notebook: past the message cap, nbgrader's client loses the kernel's broadcasts
     # for good (ZeroMQ does not reconnect after a protocol error), and each later cell waits for them
     "broadcasts": ("_k = get_ipython().kernel\n"
