@@ -14,7 +14,7 @@ from autograder import gradebook, nbgrader_runner
 from autograder.course import SOLUTIONS_DIR, CourseError, check_assignment
 from autograder.grading import GradeResult, grade_one
 from autograder.status import STATUSES
-from autograder.workspace import Workspace, add_sources, ensure_scripts_on_path
+from autograder.workspace import Verdict, Workspace, add_sources, ensure_scripts_on_path
 
 
 def ensure_sources(ws: Workspace, names: list[str]) -> None:
@@ -40,12 +40,12 @@ def grade(
     jobs: int = 1,
     limits=None,
     cluster: str | None = None,
-    verdict_only: frozenset = frozenset(),
+    verdict_only: dict[str, Verdict] | None = None,
 ) -> list[GradeResult]:
     """Autograde the hand-ins of `names` (every assignment with hand-ins when empty),
     `jobs` notebooks at a time, or on the Dask cluster at `cluster` (autograder.cluster).
-    The students in `verdict_only` (the mutant harness; local runs only) are graded up to
-    their first failing test cell."""
+    The students in `verdict_only` (the mutant harness; local runs only) get verdict-only runs
+    (autograder.workspace.Verdict)."""
     if not names:
         names = sorted({p.name for p in ws.path("submitted").glob("*/*") if p.is_dir()})
         if not names:
@@ -72,7 +72,7 @@ def grade(
             return grade_pairs(ws, pairs, cluster, limits) if pairs else []
         with ThreadPoolExecutor(max(1, jobs)) as pool:
             return list(pool.map(
-                lambda pair: grade_one(ws, *pair, limits=limits, verdict_only=pair[0] in verdict_only), pairs))
+                lambda pair: grade_one(ws, *pair, limits=limits, verdict_only=(verdict_only or {}).get(pair[0])), pairs))
 
 
 def score_table(results: list[GradeResult]) -> str:

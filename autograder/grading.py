@@ -34,7 +34,7 @@ from autograder.repair import affinity, repair
 from autograder.sandbox import Limits, Settings
 from autograder.scores import NotebookScore, read_scores
 from autograder.status import Finding, Kind, Run, decide_status, keeps_points
-from autograder.workspace import KernelDied, NotebookTimeout, RunnerStopped, Workspace, autograde, whole_file
+from autograder.workspace import KernelDied, NotebookTimeout, RunnerStopped, Verdict, Workspace, autograde, whole_file
 from utils.cells import cell_hash, grade_id, is_test, label
 
 AUTOGRADE_ATTEMPTS = 3  # an nbgrader run that met a locked gradebook runs again (it is long)
@@ -115,10 +115,11 @@ def prepare(ws: Workspace, student: str, assignment: str):
     return fixed.notebook, None, fixed.changes
 
 
-def grade_one(ws: Workspace, student: str, assignment: str, limits=None, verdict_only: bool = False) -> GradeResult:
+def grade_one(ws: Workspace, student: str, assignment: str, limits=None,
+              verdict_only: Verdict | None = None) -> GradeResult:
     """Grade one hand-in, report and gradebook row included: what every grading path runs.
     Two grade runs on one workspace (two terminals) take turns on the same hand-in.
-    `verdict_only` (the mutant harness): the run stops at the first test cell that fails.
+    `verdict_only` (the mutant harness): a verdict-only run (autograder.workspace.Verdict).
     Never raises: whatever fails in preparing, grading or storing the hand-in (an error of the
     grader's own, a file it cannot write) is its status `failed`, with the error in its message,
     so one hand-in never stops a batch."""
@@ -148,7 +149,8 @@ def scored_zero(ws: Workspace, student: str, assignment: str, run: Run, message:
         return result
 
 
-def _grade_one(ws: Workspace, student: str, assignment: str, limits, verdict_only: bool = False) -> GradeResult:
+def _grade_one(ws: Workspace, student: str, assignment: str, limits,
+               verdict_only: Verdict | None = None) -> GradeResult:
     start = time.monotonic()
     deadline = start + limits.notebook_timeout  # the grader's own preparation counts too
     notebook, unfit, repairs = prepare(ws, student, assignment)
@@ -179,7 +181,7 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits, verdict_onl
 
 
 def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: list, deadline: float,
-         verdict_only: bool = False) -> tuple[Run, str]:
+         verdict_only: Verdict | None = None) -> tuple[Run, str]:
     """nbgrader autograde of the hand-in in the sandbox, stopped at `deadline` (time.monotonic):
     how it ended, and why when it did not complete. `logs` receives the guard's logs."""
     settings = Settings(limits=limits, notebook=str(ws.submission_path(student, assignment)),

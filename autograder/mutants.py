@@ -15,7 +15,8 @@ A catalog (YAML or JSON) is a list of entries::
 Each mutant is the solution notebook with that cell's whole source replaced, graded by
 `grade` as a student's hand-in (repair, scan, sandbox, split execution, status); the correct
 variants in packs, and every mutant's run stopped at its first failing test cell, since only
-the verdict counts (`grade_mutants`).
+the verdict counts; a bug's run skips the test cells before its cell, where the solution graded
+so keeps full marks (`grade_mutants`).
 
 Every graded code cell has, for each of the usual kinds of mistake (MISTAKES), a bug tagged
 with it, or a line in `not_applicable/<assignment>.yaml` saying why that mistake cannot be
@@ -37,7 +38,7 @@ from autograder.course import MUTANTS_DIR, CourseError, assignments, read_notebo
 from autograder.batch import grade
 from autograder.grading import GradeResult
 from autograder.scores import NotebookScore
-from autograder.workspace import add_submission, open_workspace
+from autograder.workspace import Verdict, add_submission, open_workspace
 from utils.cells import grade_id, is_answer
 
 KINDS = ("bug", "correct")
@@ -244,16 +245,16 @@ def pack_correct_variants(mutants: list[Mutant]) -> list[list[Mutant]]:
 
 
 def _grade_batch(
-    assignment: str, submissions: dict, workspace: Path | None, jobs: int | None, verdict_only=frozenset()
+    assignment: str, submissions: dict, workspace: Path | None, jobs: int | None, verdict_only: dict | None = None
 ) -> dict[str, GradeResult]:
     """Grade the hand-ins `submissions` (student → notebook or path) in one workspace; those
-    in `verdict_only` up to their first failing test cell."""
+    in `verdict_only` (student → Verdict) in verdict-only runs."""
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
     with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:
         ws = open_workspace(workspace or tmp)
         for student, notebook in submissions.items():
             add_submission(ws, student, assignment, notebook)
-        return {r.student: r for r in grade(ws, [assignment], jobs=jobs, verdict_only=frozenset(verdict_only))}
+        return {r.student: r for r in grade(ws, [assignment], jobs=jobs, verdict_only=verdict_only)}
 
 
 def grade_mutants(
@@ -274,7 +275,10 @@ def grade_mutants(
     in it; the variants of a pack that loses points are graded again one by one (in a
     second workspace beside `workspace`), so that each outcome is the variant's own.
     The bugs and the variants need a verdict only (do they lose points?): their runs stop at
-    the first test cell that fails. The solution and the `extra` hand-ins run whole.
+    the first test cell that fails. A bug's run also skips the test cells before its cell
+    (Verdict.tests_from), once the solution graded so, from that cell, keeps full marks (a
+    "solution-tests-from-<cell>" hand-in of the same batch); where it does not, that cell's bugs
+    are graded again with every test cell. The solution and the `extra` hand-ins run whole.
     """
     solution = read_notebook(solution_path(assignment))
     outcomes: list[Outcome] = []
@@ -294,8 +298,19 @@ def grade_mutants(
         for mutant in pack:
             notebook = apply_mutant(notebook, mutant.cell, mutant.source)
         submissions[student] = notebook
-    verdict_only = set(submissions) - {BASELINE, *(extra or {})}
+    verdict_only = {s: Verdict() for s in submissions if s not in {BASELINE, *(extra or {})}}
+    bugs = [m for m in applicable if m.kind == "bug"]
+    skipping = {f"solution-tests-from-{re.sub(r'[^A-Za-z0-9_-]+', '-', m.cell)}": m.cell for m in bugs}
+    submissions.update({guard: solution for guard in skipping})
+    verdict_only.update({guard: Verdict(tests_from=cell) for guard, cell in skipping.items()})
+    verdict_only.update({m.student: Verdict(tests_from=m.cell) for m in bugs})
     results = _grade_batch(assignment, submissions, workspace, jobs, verdict_only)
+    unsafe = set()  # cells whose earlier test cells cannot be skipped
+    for guard, cell in skipping.items():
+        result = results.pop(guard, None)
+        if result is None or result.score is None or not result.score.full_marks:
+            unsafe.add(cell)
+    again = {m.student: alone_notebooks[m.student] for m in bugs if m.cell in unsafe}
     alone = {}
     for student, pack in packs.items():
         result = results.pop(student, None)
@@ -304,9 +319,10 @@ def grade_mutants(
             results.update({m.student: result for m in pack})
         else:
             alone.update({m.student: alone_notebooks[m.student] for m in pack})
+    alone.update(again)
     if alone:
-        second = None if workspace is None else Path(workspace).with_name(Path(workspace).name + "-variants-alone")
-        results.update(_grade_batch(assignment, alone, second, jobs, set(alone)))
+        second = None if workspace is None else Path(workspace).with_name(Path(workspace).name + "-alone")
+        results.update(_grade_batch(assignment, alone, second, jobs, {s: Verdict() for s in alone}))
     outcomes.extend(classify(m, results.get(m.student)) for m in applicable)
     students = {BASELINE, *(extra or {}), *(m.student for m in applicable)}
     return outcomes, {s: r.score for s, r in results.items() if s in students and r.score is not None}

@@ -315,21 +315,31 @@ def whole_file(path: Path, newline: str | None = None):
         draft.unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict-only run, for the mutant harness (never a student's grade): it stops at the first
+    test cell that fails, the later test cells scoring 0. With `tests_from` (a grade_id), the test
+    cells before that cell are not run and keep their points: a hand-in that differs from the
+    solution from that cell on passes them as the solution does, since a test cell runs before
+    any later cell. (The harness checks that skipping them leaves the solution at full marks.)"""
+
+    tests_from: str | None = None
+
+
 def autograde(
     ws: Workspace,
     student: str,
     assignment: str,
     settings=None,
     keep: list | None = None,
-    verdict_only: bool = False,
+    verdict_only: Verdict | None = None,
     timeout: float | None = None,
 ) -> None:
     """nbgrader autograde one student's hand-in of `assignment`, its kernel in the sandbox (`autograder.sandbox`) with `settings` (default limits).
     The run is stopped (NotebookTimeout) past `timeout` seconds (default: the notebook's limit).
 
     `keep`, a list, receives the guard logs (one list of events per kernel started).
-    `verdict_only`: stop at the first test cell that fails (SplitExecute), the later test cells
-    scoring 0: for the mutant harness, never for a student's grade."""
+    `verdict_only`: a Verdict run (SplitExecute), for the mutant harness, never for a student's grade."""
     settings = settings or Settings()
     # A cell's output that stops flowing (a flood cut by the cap, a killed child) must not
     # fail the whole notebook: raise_on_iopub_timeout off. Once the last cell has run, the kernel
@@ -345,7 +355,8 @@ def autograde(
 
     # The test cells run in the trusted runner (autograder.boundary): which cells are the course's.
     cells = json.dumps({**course_cells(read_notebook(ws.source_path(assignment))),
-                        "stop_after_failed_test": verdict_only})
+                        "stop_after_failed_test": verdict_only is not None,
+                        "tests_from": verdict_only and verdict_only.tests_from})
     key = os.urandom(32)  # the guard signs its log with it: lines the notebook writes are seen
     course = key_file = None
     # AUTOGRADER_KEEP_SANDBOX keeps the folder, for debugging the sandbox

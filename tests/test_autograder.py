@@ -13,6 +13,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from nbgrader.api import Gradebook
 
 from autograder import cli, course, mutants, release, workspace
+from autograder.boundary import execute
 from autograder.course import CourseError
 from autograder.sandbox import Limits
 
@@ -105,16 +106,27 @@ def test_correct_variants_are_packed_at_most_one_per_cell():
 def test_a_pack_that_loses_points_is_graded_again_variant_by_variant(tmp_path):
     """A wrong "correct" variant must be reported lost on its own, and must not take the
     right one packed with it down. A bug's run stops at its first failing test cell: the
-    later test cells score 0 without running; the solution runs whole."""
+    later test cells score 0 without running; it skips the test cells before its own cell
+    (they keep their points, as on the solution); the solution runs whole."""
     right = _mutant("right", "word_tokenize",
                     source="def word_tokenize(text, lower=True):\n    return re.findall(r'\\w+|[^\\w\\s]', text.lower() if lower else text)\n")
     wrong = _mutant("wrong", "embed", source="def one_hot(ids, vocab_size):\n    return ids\n")
     bug = _mutant("bug", "word_tokenize", "bug", source="def word_tokenize(text, lower=True):\n    return text.split()\n")
+    late = _mutant("late", "nearest_neighbors", "bug", source="def cosine_similarity_matrix(E):\n    return E @ E.T\n\n\n"
+                   "def nearest_neighbors(index, E, k):\n    return list(range(k))\n")
     assert [[m.id for m in p] for p in mutants.pack_correct_variants([right, wrong, bug])] == [["right", "wrong"]]
     name = "01_tokenization_embeddings"
-    outcomes, scores = mutants.grade_mutants(name, [right, wrong, bug], workspace=tmp_path / "ws")
-    assert {o.mutant.id: o.status for o in outcomes} == {"right": "kept", "wrong": "lost", "bug": "caught"}
-    assert set(scores) == {mutants.BASELINE, right.student, wrong.student, bug.student}
+    outcomes, scores = mutants.grade_mutants(name, [right, wrong, bug, late], workspace=tmp_path / "ws")
+    assert {o.mutant.id: o.status for o in outcomes} == {"right": "kept", "wrong": "lost", "bug": "caught", "late": "caught"}
+    assert set(scores) == {mutants.BASELINE, right.student, wrong.student, bug.student, late.student}
+    points = {c.name: c.score == c.max_score for c in scores[late.student].auto_cells}
+    graded = course.read_notebook(scores[late.student].autograded)
+    tests = [c for c in graded.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+    order = [c.metadata["nbgrader"]["grade_id"] for c in tests]
+    before = order[:order.index("test_cosine_similarity_matrix")]
+    skipped = [gid for gid, c in zip(order, tests) if any(execute.SKIPPED in o.get("text", "") for o in c.outputs)]
+    assert before and skipped == before and all(points[gid] for gid in before)
+    assert not points["test_cosine_similarity_matrix"]
     caught = next(o for o in outcomes if o.mutant.id == "bug")
     tests = [c.name for c in scores[bug.student].auto_cells]
     assert "failed test_word_tokenize (then " in caught.detail and f"{len(tests) - 1} not run" in caught.detail
@@ -123,6 +135,33 @@ def test_a_pack_that_loses_points_is_graded_again_variant_by_variant(tmp_path):
     unrun = [c for c in graded.cells if c.cell_type == "code" and any(o.get("ename") == "NotRun" for o in c.outputs)]
     assert len(unrun) == len(tests) - 1 and all(c.metadata["nbgrader"].get("grade") for c in unrun)
     assert scores[mutants.BASELINE].full_marks
+
+
+def test_bugs_skip_earlier_test_cells_only_where_the_solution_keeps_full_marks_so(monkeypatch):
+    """Where the solution, its test cells before a cell skipped, loses points (a later test cell
+    needs what an earlier one left), that cell's bugs are graded again with every test cell."""
+    from autograder.grading import GradeResult
+    from autograder.scores import CellScore, NotebookScore
+    from autograder.workspace import Verdict
+
+    batches = []
+
+    def grade_batch(assignment, submissions, workspace, jobs, verdict_only=None):
+        batches.append(dict(verdict_only or {}))
+        breaks = {s for s, v in (verdict_only or {}).items() if s.startswith("solution-") and v.tests_from == "embed"}
+        return {s: GradeResult(s, assignment, "graded", score=NotebookScore(
+            s, assignment, [CellScore("test", 0.0 if s in breaks or s.startswith("mutant-") else 1.0, 1.0, True)]))
+            for s in submissions}
+
+    monkeypatch.setattr(mutants, "_grade_batch", grade_batch)
+    early, late = _mutant("early", "word_tokenize", "bug"), _mutant("late", "embed", "bug")
+    outcomes, _ = mutants.grade_mutants("01_tokenization_embeddings", [early, late])
+    assert {o.mutant.id: o.status for o in outcomes} == {"early": "caught", "late": "caught"}
+    first, again = batches
+    assert first[early.student] == Verdict("word_tokenize") and first[late.student] == Verdict("embed")
+    assert {s: v for s, v in first.items() if s.startswith("solution-")} == {
+        "solution-tests-from-word_tokenize": Verdict("word_tokenize"), "solution-tests-from-embed": Verdict("embed")}
+    assert again == {late.student: Verdict()}
 
 
 def test_coverage_gaps_name_cells_without_a_bug_of_a_kind_and_false_reasons(tmp_path, monkeypatch):

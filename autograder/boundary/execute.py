@@ -44,7 +44,8 @@ KERNEL_QUEUE = 256            # messages of the kernel ZeroMQ holds, per socket,
 OUTPUT_CAP = 3 << 20          # bytes (as JSON) of outputs the kernel's cells may add to one notebook
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error", "update_display_data")
 OUTPUT_NOTE = "[the grader discarded what the kernel sent past"  # the note, as autograder.grading finds it
-RUNNER_DIED = "the test runner died"  # in nbgrader's log: autograder.workspace tells it apart
+RUNNER_DIED = "the test runner died"
+SKIPPED = "[not run: a test cell before the changed cell, in a verdict-only grading]"  # in nbgrader's log: autograder.workspace tells it apart
 
 
 class RunnerFailed(Exception):
@@ -189,7 +190,8 @@ class SplitExecute(Execute):
     When the course file asks for a verdict only (`stop_after_failed_test`: the mutant
     harness, which needs to know whether a hand-in loses points, not how many), the first
     test cell that fails ends the run: no later cell runs, and each later test cell gets an
-    error output (so it scores 0, never more)."""
+    error output (so it scores 0, never more). With `tests_from` (a grade_id) too, the test
+    cells before that cell are not run: each gets a line saying so, and keeps its points."""
 
     def preprocess(self, nb, resources=None, km=None):
         self.course, self.runner, self.stopped = {"cells": {}, "names": []}, None, False
@@ -197,6 +199,7 @@ class SplitExecute(Execute):
         if os.environ.get(ENV):  # else every cell runs in the kernel, as nbgrader's Execute does
             with open(os.environ[ENV], encoding="utf-8") as handle:
                 self.course = json.load(handle)
+        self.skipping = bool(self.course.get("tests_from"))
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -237,6 +240,11 @@ class SplitExecute(Execute):
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
                 cell.outputs = [new_output("error", ename="NotRun", traceback=[],
                                            evalue="not run: an earlier test cell failed (a verdict-only grading)")]
+            return cell, resources
+        if self.skipping and cell.metadata.get("nbgrader", {}).get("grade_id") == self.course["tests_from"]:
+            self.skipping = False
+        if known is not None and known["test"] and self.skipping:
+            cell.outputs = [new_output("stream", name="stdout", text=f"{SKIPPED}\n")]
             return cell, resources
         if known is None or not known["test"]:
             cell, resources = super().preprocess_cell(cell, resources, index)
