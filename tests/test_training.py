@@ -136,8 +136,11 @@ def test_resume_after_an_interruption_equals_uninterrupted_training(tmp_path):
     # The same run, cut off (an exception, as when Colab disconnects) after step 13;
     # the last checkpoint is the one written at step 10.
     path = tmp_path / "ckpt" / "run.pt"
-    def flaky_schedule(step):  # called once per step, before the step
-        if step == 13:
+    asked = []
+
+    def flaky_schedule(step):  # read once for the run's fingerprint, then once per step, before the step
+        asked.append(step)
+        if step == 13 and asked.count(13) == 2:
             raise KeyboardInterrupt("session cut off")
         return schedule(step)
 
@@ -158,6 +161,44 @@ def test_resume_after_an_interruption_equals_uninterrupted_training(tmp_path):
     assert resumed.train_loss == reference.train_loss
     assert resumed.eval_steps == reference.eval_steps
     assert resumed.eval_val_loss == reference.eval_val_loss
+
+
+def test_the_fingerprint_tells_runs_apart_by_what_they_compute():
+    """A dropout's rate, the schedule (its peak, and its length through max_steps), the data, the optimizer's
+    settings and the loop's settings each change the fingerprint, and are named; evaluation, progress and
+    where checkpoints go do not."""
+    def fingerprint(dropout=0.3, peak=1e-2, batches=get_batch, betas=(0.9, 0.999), **settings):
+        model, _ = fresh()
+        model.drop.p = dropout
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=betas)
+        return training.run_fingerprint(model, optimizer, config(**settings), loss_fn, reference_step,
+                                        lr_schedule=lambda s: peak * (s + 1) / 20, get_batch=batches)
+
+    def other_data(split, generator):
+        x, y = get_batch(split, generator)
+        return (x + 1) % V, y
+
+    base = fingerprint()
+    assert training.fingerprint_differences(base, fingerprint()) == []
+    assert training.fingerprint_differences(base, fingerprint(eval_every=7, progress=True, checkpoint_path="x.pt")) == []
+    changed = {"modules": fingerprint(dropout=0.1), "schedule": fingerprint(peak=5e-3),
+               "data": fingerprint(batches=other_data), "optimizer": fingerprint(betas=(0.9, 0.99)),
+               "settings": fingerprint(grad_clip=0.5)}
+    for part, other in changed.items():
+        differences = training.fingerprint_differences(base, other)
+        assert len(differences) == 1 and differences[0].startswith({"modules": "the model's settings",
+            "schedule": "the learning-rate schedule", "data": "the training data", "optimizer": "the optimizer",
+            "settings": "the training settings"}[part]), (part, differences)
+    # max_steps counts where the schedule depends on it (a cosine decay over the run), and only there
+    model, opt = fresh()
+
+    def cosine(max_steps):
+        return training.run_fingerprint(model, opt, config(max_steps=max_steps),
+                                        lr_schedule=lambda s: 0.5 * (1 + math.cos(math.pi * min(s, max_steps) / max_steps)))
+
+    assert training.fingerprint_differences(cosine(1000), cosine(300)) == [
+        "the learning-rate schedule (its peak, warm-up, floor or length: max_steps counts)"]
+    assert training.fingerprint_differences(base, fingerprint(max_steps=40)) == []
 
 
 def test_a_finished_run_is_not_trained_again(tmp_path):

@@ -18,9 +18,10 @@ What the loop does for you:
     save_checkpoint and load_checkpoint, which students write: this module has none of its own),
     so that a Colab session that was cut off resumes where it stopped. The loop hands them what a
     run is (model, optimizer, scaler, step, history, the batches' generator) and the run's
-    fingerprint (`run_fingerprint`: the parameters' names and shapes, the code of the model's
-    classes and of the loss and step functions, the optimizer's groups and the settings that
-    change the result), so that a checkpoint of another run can be refused (`CheckpointMismatch`,
+    fingerprint (`run_fingerprint`: the parameters' names and shapes, every module's settings, the
+    code of the model's classes and of the loss and step functions, the optimizer's groups, the
+    schedule's learning rates, the first training batch and the settings that change the result),
+    so that a checkpoint of another run can be refused (`CheckpointMismatch`,
     `fingerprint_differences`) instead of training on, or sampling from, stale weights;
   - the best checkpoint kept beside the last one (`best_checkpoint_path`): the weights of the
     evaluation with the lowest validation loss.
@@ -203,8 +204,45 @@ class CheckpointMismatch(RuntimeError):
 
 
 # Settings that change what training computes; the others (max_steps, evaluation, progress, where the
-# checkpoint goes) may change between sessions of one run.
+# checkpoint goes) may change between sessions of one run: max_steps reaches the fingerprint only where
+# the schedule depends on it, through the learning rates run_fingerprint reads from it.
 _FINGERPRINTED_SETTINGS = ("grad_clip", "precision", "seed", "tokens_per_batch")
+# The steps at which the schedule is read: every one of the first 16, then about 20% apart up to ~750,000.
+_SCHEDULE_STEPS = sorted(set(range(16)) | {int(16 * 1.2 ** k) for k in range(60)})
+
+
+def _module_settings(model) -> dict:
+    """Each module's plain settings (its extra_repr and its plain attributes: a dropout's p, a norm's eps,
+    the sizes a module keeps), by module name."""
+    settings = {}
+    for name, module in model.named_modules():
+        plain = {k: repr(v) for k, v in sorted(vars(module).items())
+                 if not k.startswith("_") and k != "training" and isinstance(v, (bool, int, float, str, tuple))}
+        settings[name or "(model)"] = [type(module).__qualname__, module.extra_repr(), plain]
+    return settings
+
+
+def _schedule_samples(lr_schedule) -> list[str] | None:
+    """The schedule's learning rates at _SCHEDULE_STEPS (its warm-up, peak and decay: a changed max_lr,
+    min_lr, warm-up or length shows)."""
+    if lr_schedule is None:
+        return None
+    return [repr(float(lr_schedule(step))) for step in _SCHEDULE_STEPS]
+
+
+def _data_digest(get_batch, seed: int) -> str:
+    """A digest of the first training batch drawn from a generator seeded like the run's (another dataset,
+    batch size or block size shows); the run's own generator is not touched."""
+    batch = get_batch("train", torch.Generator().manual_seed(seed))
+    digest = hashlib.sha256()
+    for tensor in (batch if isinstance(batch, (tuple, list)) else [batch]):
+        if isinstance(tensor, torch.Tensor):
+            tensor = tensor.detach().cpu().contiguous()
+            digest.update(repr((str(tensor.dtype), tuple(tensor.shape))).encode())
+            digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(repr(tensor).encode())
+    return digest.hexdigest()
 
 
 def _code_digest(code, digest) -> None:
@@ -224,12 +262,16 @@ def _function_digest(value, digest) -> None:
         _code_digest(code, digest)
 
 
-def run_fingerprint(model, optimizer, config: TrainConfig | None = None, *functions) -> dict:
+def run_fingerprint(model, optimizer, config: TrainConfig | None = None, *functions, lr_schedule=None,
+                    get_batch=None) -> dict:
     """What a checkpoint must share with the run that resumes from it (plain strings and numbers):
-    the parameters' and buffers' names and shapes, a digest of the code of every class of the model's
-    modules that is not PyTorch's own (a fixed bug changes it) and of `functions` (the loss, the step),
-    the optimizer's class and its groups' sizes and settings (all but the learning rate), and the
-    settings of `config` that change the result."""
+    the parameters' and buffers' names and shapes; every module's settings (a dropout's p, a norm's
+    eps, the sizes it keeps); a digest of the code of every class of the model's modules that is not
+    PyTorch's own (a fixed bug changes it) and of `functions` (the loss, the step); the optimizer's
+    class and its groups' sizes and settings (the learning rate too when there is no schedule); the
+    learning rates of `lr_schedule` at fixed steps (so a changed peak, warm-up or length shows); a
+    digest of the first training batch of `get_batch` (the data: drawn once more, from a generator of
+    its own); and the settings of `config` that change the result."""
     model = unwrap(model)
     shapes = {name: list(t.shape) for name, t in model.state_dict().items()}
     digest = hashlib.sha256()
@@ -241,11 +283,15 @@ def run_fingerprint(model, optimizer, config: TrainConfig | None = None, *functi
             _function_digest(vars(cls)[name], digest)
     for function in functions:
         _function_digest(function, digest)
-    groups = [{"params": len(g["params"]), **{k: repr(v) for k, v in sorted(g.items()) if k not in ("params", "lr")}}
+    scheduled = ("params", "lr") if lr_schedule is not None else ("params",)
+    groups = [{"params": len(g["params"]), **{k: repr(v) for k, v in sorted(g.items()) if k not in scheduled}}
               for g in optimizer.param_groups] if optimizer is not None else None
     settings = {k: getattr(config, k) for k in _FINGERPRINTED_SETTINGS} if config is not None else None
-    return {"parameters": shapes, "code": digest.hexdigest(),
-            "optimizer": [type(optimizer).__name__, groups] if optimizer is not None else None, "settings": settings}
+    return {"parameters": shapes, "modules": _module_settings(model), "code": digest.hexdigest(),
+            "optimizer": [type(optimizer).__name__, groups] if optimizer is not None else None,
+            "schedule": _schedule_samples(lr_schedule),
+            "data": _data_digest(get_batch, config.seed if config is not None else 0) if get_batch is not None else None,
+            "settings": settings}
 
 
 def fingerprint_differences(saved: dict | None, current: dict) -> list[str]:
@@ -254,8 +300,12 @@ def fingerprint_differences(saved: dict | None, current: dict) -> list[str]:
     if not saved:
         return ["it records no fingerprint (an older version of the course wrote it)"]
     what = {"parameters": "the model's parameters (names or shapes)",
+            "modules": "the model's settings (a dropout, a norm's eps, a size)",
             "code": "the code of the model's classes, the loss or the step (a fixed bug counts)",
-            "optimizer": "the optimizer or its parameter groups", "settings": "the training settings"}
+            "optimizer": "the optimizer or its parameter groups",
+            "schedule": "the learning-rate schedule (its peak, warm-up, floor or length: max_steps counts)",
+            "data": "the training data or its batches (the first batch differs)",
+            "settings": "the training settings"}
     return [what[key] for key in what if saved.get(key) != current.get(key)]
 
 
@@ -334,7 +384,8 @@ def train(
     precision = device_precision(device, config.precision)
     scaler = make_scaler(device, precision)
     generator = torch.Generator().manual_seed(config.seed)
-    fingerprint = run_fingerprint(model, optimizer, config, loss_fn, step_fn)
+    fingerprint = run_fingerprint(model, optimizer, config, loss_fn, step_fn, lr_schedule=lr_schedule,
+                                  get_batch=get_batch) if config.checkpoint_path else None  # (for save_fn and load_fn)
     history, step = History(), 0
     if config.checkpoint_path and config.resume and Path(config.checkpoint_path).exists():
         step, history = load_fn(config.checkpoint_path, model, optimizer, scaler, generator, fingerprint)
