@@ -213,6 +213,16 @@ def _not_run(autograded: Path | None) -> set[str]:
     }
 
 
+def _cells_after_a_test(notebook) -> set[str]:
+    """The grade_ids of the cells that some test cell stands before."""
+    cells, seen_test = set(), False
+    for cell in notebook.cells:
+        if seen_test and grade_id(cell):
+            cells.add(grade_id(cell))
+        seen_test = seen_test or (cell.cell_type == "code" and bool(cell.metadata.get("nbgrader", {}).get("grade")))
+    return cells
+
+
 def classify(mutant: Mutant, result: GradeResult | None) -> Outcome:
     score = None if result is None else result.score
     if score is None:
@@ -277,8 +287,8 @@ def grade_mutants(
     The bugs and the variants need a verdict only (do they lose points?): their runs stop at
     the first test cell that fails. A bug's run also skips the test cells before its cell
     (Verdict.tests_from), once the solution graded so, from that cell, keeps full marks (a
-    "solution-tests-from-<cell>" hand-in of the same batch); where it does not, that cell's bugs
-    are graded again with every test cell. The solution and the `extra` hand-ins run whole.
+    "solution-tests-from-<cell>" hand-in of the same batch, for each cell that a test cell stands
+    before); where it does not, that cell's bugs are graded again with every test cell. The solution and the `extra` hand-ins run whole.
     """
     solution = read_notebook(solution_path(assignment))
     outcomes: list[Outcome] = []
@@ -300,7 +310,9 @@ def grade_mutants(
         submissions[student] = notebook
     verdict_only = {s: Verdict() for s in submissions if s not in {BASELINE, *(extra or {})}}
     bugs = [m for m in applicable if m.kind == "bug"]
-    skipping = {f"solution-tests-from-{re.sub(r'[^A-Za-z0-9_-]+', '-', m.cell)}": m.cell for m in bugs}
+    after_a_test = _cells_after_a_test(solution)  # (the others skip nothing: the solution's own run is their guard)
+    skipping = {f"solution-tests-from-{re.sub(r'[^A-Za-z0-9_-]+', '-', m.cell)}": m.cell for m in bugs
+                if m.cell in after_a_test}
     submissions.update({guard: solution for guard in skipping})
     verdict_only.update({guard: Verdict(tests_from=cell) for guard, cell in skipping.items()})
     verdict_only.update({m.student: Verdict(tests_from=m.cell) for m in bugs})
