@@ -342,7 +342,8 @@ def grade_mutants(
 
 def run_assignment(assignment: str, mutants: list[Mutant], jobs: int | None = None) -> list[Outcome]:
     """Outcomes of the mutants of one assignment, once its solution has full marks."""
-    outcomes, scores = grade_mutants(assignment, mutants, jobs=jobs)
+    with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:  # kept until the outcomes are read
+        outcomes, scores = grade_mutants(assignment, mutants, workspace=Path(tmp) / "ws", jobs=jobs)
     baseline = scores.get(BASELINE)
     if baseline is None or not baseline.full_marks:
         detail = "no score" if baseline is None else f"{baseline.auto_score:g}/{baseline.auto_max:g}"
