@@ -236,6 +236,18 @@ def test_default_init_refuses_linear_layers_initialised_otherwise():
             check_conventions(cell, args, "Cell", module=True, default_init=True)
 
 
+def test_default_init_refuses_weights_drawn_far_narrower_than_pytorchs():
+    """A layer of 48 weights drawn from N(0, 0.02) (GPT-2's rule) stays within the bound, but nowhere near it."""
+    args = dict(x=torch.randn(3, 8))
+    for seed in range(5):
+        torch.manual_seed(seed)
+        check_conventions(nn.Linear(8, 6), args, "Linear(8, 6)", module=True, default_init=True)
+    layer = nn.Linear(8, 6)
+    nn.init.normal_(layer.weight, std=0.02)
+    with pytest.raises(AssertionError, match='"Modules own their parameters"'):
+        check_conventions(layer, args, "Linear(8, 6)", module=True, default_init=True)
+
+
 def test_draws_from_a_given_generator_are_the_same_in_every_variant():
     def noisy(x, generator):
         return x + torch.randn(x.shape, generator=generator, dtype=x.dtype)

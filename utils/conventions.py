@@ -238,9 +238,9 @@ _DEVICES_MET = ("is not on the expected device", "to be on the same device", "fo
 
 
 def _linear_init_probe(module):
-    """(name, in_features, largest |weight|, largest |bias| or None) of every nn.Linear in the module,
-    read beside the student's code."""
-    return [(name, int(m.in_features), float(m.weight.detach().abs().max()),
+    """(name, in_features, largest |weight|, number of weights, largest |bias| or None) of every nn.Linear
+    in the module, read beside the student's code."""
+    return [(name, int(m.in_features), float(m.weight.detach().abs().max()), int(m.weight.numel()),
              None if m.bias is None else float(m.bias.detach().abs().max()))
             for name, m in module.named_modules() if type(m) is torch.nn.Linear and m.weight.numel()]
 
@@ -268,7 +268,8 @@ def check_conventions(fn, args: dict, what: str, *, kwargs: dict | None = None, 
     module:    fn is a module (its parameters stay float32: float64 is not tried, gradients are
                checked in float32); the test says so, rather than asking the object under test
     default_init: the module's nn.Linear layers start at PyTorch's default initialisation (weights
-               and biases within 1/sqrt(in_features), biases not all zero), for a contract that says so
+               and biases within 1/sqrt(in_features), the weights spread over that range, biases not
+               all zero), for a contract that says so
     rtol/atol: how close a variant's result must be to the example's
     """
     kwargs = dict(kwargs or {})
@@ -333,9 +334,10 @@ def _check_device(what, fn, args, kwargs, module, rng):
 
 def _check_linear_init(what, module):
     layers = plain(stand_in(_linear_init_probe)(module), f"the nn.Linear layers of {what}")
-    for name, fan_in, weight, bias in layers:
+    for name, fan_in, weight, count, bias in layers:
         bound = 1 / fan_in ** 0.5
-        if weight > bound * (1 + 1e-6) or weight == 0 or bias is not None and (bias > bound * (1 + 1e-6) or bias == 0):
+        narrow = count >= 32 and weight < bound / 2  # 32 or more draws of U(-b, b) all within b/2: odds 2e-10
+        if weight > bound * (1 + 1e-6) or weight == 0 or narrow or bias is not None and (bias > bound * (1 + 1e-6) or bias == 0):
             _fail(what, "modules", f"its nn.Linear {name or '(the module itself)'} starts with weights up to "
                                    f"{weight:.4g} and biases up to {bias}, where PyTorch's default draws both "
                                    f"from U(-{bound:.4g}, {bound:.4g}) (1/sqrt(in_features)).",
