@@ -84,7 +84,11 @@ class Mutant:
     @property
     def student(self) -> str:
         """A student id for nbgrader (a folder name): the mutant id, made safe."""
-        return "mutant-" + re.sub(r"[^A-Za-z0-9_-]+", "-", self.id)
+        return "mutant-" + _folder_safe(self.id)
+
+
+def _folder_safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name)
 
 
 @dataclass
@@ -288,7 +292,8 @@ def grade_mutants(
     the first test cell that fails. A bug's run also skips the test cells before its cell
     (Verdict.tests_from), once the solution graded so, from that cell, keeps full marks (a
     "solution-tests-from-<cell>" hand-in of the same batch, for each cell that a test cell stands
-    before); where it does not, that cell's bugs are graded again with every test cell. The solution and the `extra` hand-ins run whole.
+    before); where it does not, that cell's bugs are graded again with every test cell. The
+    solution and the `extra` hand-ins run whole.
     """
     solution = read_notebook(solution_path(assignment))
     outcomes: list[Outcome] = []
@@ -311,8 +316,7 @@ def grade_mutants(
     verdict_only = {s: Verdict() for s in submissions if s not in {BASELINE, *(extra or {})}}
     bugs = [m for m in applicable if m.kind == "bug"]
     after_a_test = _cells_after_a_test(solution)  # (the others skip nothing: the solution's own run is their guard)
-    skipping = {f"solution-tests-from-{re.sub(r'[^A-Za-z0-9_-]+', '-', m.cell)}": m.cell for m in bugs
-                if m.cell in after_a_test}
+    skipping = {f"solution-tests-from-{_folder_safe(m.cell)}": m.cell for m in bugs if m.cell in after_a_test}
     submissions.update({guard: solution for guard in skipping})
     verdict_only.update({guard: Verdict(tests_from=cell) for guard, cell in skipping.items()})
     verdict_only.update({m.student: Verdict(tests_from=m.cell) for m in bugs})

@@ -44,8 +44,8 @@ KERNEL_QUEUE = 256            # messages of the kernel ZeroMQ holds, per socket,
 OUTPUT_CAP = 3 << 20          # bytes (as JSON) of outputs the kernel's cells may add to one notebook
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error", "update_display_data")
 OUTPUT_NOTE = "[the grader discarded what the kernel sent past"  # the note, as autograder.grading finds it
-RUNNER_DIED = "the test runner died"
-SKIPPED = "[not run: a test cell before the changed cell, in a verdict-only grading]"  # in nbgrader's log: autograder.workspace tells it apart
+RUNNER_DIED = "the test runner died"  # in nbgrader's log: autograder.workspace tells it apart
+SKIPPED = "[not run: a test cell before the changed cell, in a verdict-only grading]"  # the output of a skipped test cell
 
 
 class RunnerFailed(Exception):
