@@ -34,6 +34,7 @@ nbgrader's log) are removed whatever ends it, by its reaper if it is killed (aut
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -52,7 +53,7 @@ from autograder.grading import GradeResult, failure, grade_one, keep_original, s
 from autograder.sandbox import Limits
 from autograder.scores import read_scores
 from autograder.status import Run
-from autograder.workspace import Workspace, ensure_scripts_on_path, open_workspace
+from autograder.workspace import Workspace, ensure_scripts_on_path, open_workspace, write_ahead_log
 
 INSTALL_HINT = "grading on a cluster needs Dask: pip install .[cluster]  (or: pip install 'dask[distributed]>=2024.1')"
 KILLED = "the grading worker died each time it graded this hand-in; scored 0 (grade it again alone to see why)"
@@ -135,8 +136,10 @@ def grade_remote(template_bytes: bytes, student: str, assignment: str, handin: d
     the notebook as it arrived) in a temporary workspace; return what the coordinator writes."""
     ensure_scripts_on_path()
     with scratch.folder("course-worker-") as tmp:
-        ws = open_workspace(tmp / "ws")
+        ws = open_workspace(tmp / "ws", scratch=True)
         _unpack(template_bytes, ws.root)
+        with contextlib.closing(sqlite3.connect(ws.db_path)) as db:
+            write_ahead_log(db)
         folder = ws.submission_path(student, assignment).parent
         folder.mkdir(parents=True)
         for name, data in handin.items():

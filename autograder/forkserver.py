@@ -54,13 +54,17 @@ SWITCH_ENV = "AUTOGRADER_FORKSERVER"
 # course's own utils modules that the notebooks' setup cells import, and regex (01's byte-level tokenizer),
 # about 0.05 s in every kernel and again in every runner (which runs the setup cell too). Importing them
 # starts no thread, sets no hook and reads no environment variable (utils reads COURSE_* when called).
+# torch._dynamo (0.5-0.6 s in nearly every kernel: check_conventions' device probe, which runs the hand-in's
+# code under a dispatch mode, and making any torch.optim optimizer import it on first use) reads its settings from
+# environment variables a server shares with its kernels, and names one folder from the temp dir: its
+# precompile cache, under the server's /tmp, which only torch.compile with caching_precompile set would use.
 # tqdm.auto and ipywidgets are left out on purpose: they look for a running IPython when imported.
 PRELOAD = ("numpy", "torch", "torch.nn", "matplotlib", "matplotlib.pyplot", "ipykernel.kernelapp",
-           "ipykernel.debugger", "torch.fx.experimental.symbolic_shapes", "autograder.guard", "autograder.sandbox",
-           "autograder.boundary.kernel_side", "autograder.boundary.runner", "jupyter_client", "sacrebleu",
+           "ipykernel.debugger", "torch.fx.experimental.symbolic_shapes", "torch._dynamo", "autograder.guard",
+           "autograder.sandbox", "autograder.boundary.kernel_side", "autograder.boundary.runner", "jupyter_client", "sacrebleu",
            "numpy.random", "regex", "torch.nn.utils.rnn", "torch.nn.attention", "utils.checks", "utils.data",
            "utils.plotting", "utils.runtime", "utils.widgets", "utils.lexicon", "utils.text", "utils.synthetic",
-           "utils.purple_cats", "utils.attention_plots", "utils.training", "utils.translation")
+           "utils.purple_cats", "utils.attention_plots", "utils.training", "utils.translation", "utils.conventions")
 # Variables that differ between two hand-ins (of one batch, or of two workspaces: JUPYTER_PATH
 # leads nbgrader to the workspace's kernelspec) and that no import reads: a server serves them
 # all. Any other difference (thread counts, matplotlib's backend) gets a server of its own.

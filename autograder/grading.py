@@ -155,6 +155,7 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits,
     deadline = start + limits.notebook_timeout  # the grader's own preparation counts too
     notebook, unfit, repairs = prepare(ws, student, assignment)
     findings: list[Finding] = []
+    scored = []  # the scores nbgrader recorded
     if unfit is not None:
         run, message = unfit.run, unfit.message
     else:
@@ -168,16 +169,18 @@ def _grade_one(ws: Workspace, student: str, assignment: str, limits,
             tests = {grade_id(cell) for cell in source.cells if is_test(cell)}  # run by the runner, not the kernel
             executed, outputs = _executed(ws.autograded_path(student, assignment), limits, tests)
             findings += outputs + guard_findings(logs, executed)
-            if not read_scores(ws, assignment, [student]):
+            scored = read_scores(ws, assignment, [student])
+            if not scored:
                 run, message = Run.FAILED, "nbgrader recorded no score"
     status = decide_status(run, findings)
     if not keeps_points(status):
         gradebook.zero_grades(ws, student, assignment)
+        scored = []
     result = GradeResult(student, assignment, status, message=message, repairs=repairs,
                          flags=[f.text for f in findings if f.is_flag],
                          notes=[f.text for f in findings if not f.is_flag])
     result.seconds = round(time.monotonic() - start, 2)
-    return finish(ws, result)
+    return finish(ws, result, scored)
 
 
 def _run(ws: Workspace, student: str, assignment: str, limits, source, logs: list, deadline: float,
@@ -215,9 +218,9 @@ def _reason(log: str) -> str:
     return (errors[-1] if errors else log.strip().splitlines()[-1])[:300]
 
 
-def finish(ws: Workspace, result: GradeResult) -> GradeResult:
-    """The result with its score read back from the gradebook, written as its report."""
-    scores = read_scores(ws, result.assignment, [result.student])
+def finish(ws: Workspace, result: GradeResult, scores: list | None = None) -> GradeResult:
+    """The result with its score (`scores`, else read back from the gradebook), written as its report."""
+    scores = scores or read_scores(ws, result.assignment, [result.student])
     result.score = scores[0] if scores else None
     if not result.message:
         result.message = "; ".join((result.flags + result.notes)[:3])

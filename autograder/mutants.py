@@ -265,7 +265,7 @@ def _grade_batch(
     in `verdict_only` (student → Verdict) in verdict-only runs."""
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions)))
     with tempfile.TemporaryDirectory(prefix="course-mutants-") as tmp:
-        ws = open_workspace(workspace or tmp)
+        ws = open_workspace(workspace or tmp, scratch=True)
         for student, notebook in submissions.items():
             add_submission(ws, student, assignment, notebook)
         return {r.student: r for r in grade(ws, [assignment], jobs=jobs, verdict_only=verdict_only)}

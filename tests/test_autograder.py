@@ -263,6 +263,26 @@ def test_a_new_gradebook_is_the_one_nbgrader_creates(tmp_path):
         assert [s.id for s in gb.students] == ["ada"]
 
 
+def test_only_a_scratch_workspace_keeps_a_write_ahead_log(tmp_path):
+    """The mutant harness's workspaces commit without syncing three files each time; an instructor's
+    keeps SQLite's default journal (a write-ahead log needs one host: a workspace may be on NFS)."""
+    def journal(ws):
+        workspace.create_gradebook(ws)
+        db = sqlite3.connect(ws.db_path)
+        try:
+            return db.execute("PRAGMA journal_mode").fetchone()[0]
+        finally:
+            db.close()
+
+    assert journal(workspace.open_workspace(tmp_path / "instructor")) == "delete"
+    scratch = workspace.open_workspace(tmp_path / "scratch", scratch=True)
+    assert journal(scratch) == "wal"
+    with Gradebook(scratch.db_url) as gb:  # nbgrader reads and writes it as any gradebook
+        gb.add_student("ada")
+    with Gradebook(scratch.db_url) as gb:
+        assert [s.id for s in gb.students] == ["ada"]
+
+
 def test_grading_a_workspace_without_hand_ins_says_so(tmp_path):
     proc = run_cli("grade", "--workspace", str(tmp_path / "empty"))
     assert proc.returncode == 2 and "holds no hand-ins" in proc.stderr
