@@ -309,7 +309,7 @@ def test_a_hand_in_whose_grading_raises_anywhere_ends_failed_and_the_batch_goes_
 
     monkeypatch.setattr(grading, "prepare", failing("prepare", grading.prepare, lambda ws, student, assignment: student))
     monkeypatch.setattr(grading, "_run", failing("run", grading._run, lambda ws, student, *rest: student))
-    monkeypatch.setattr(grading, "finish", failing("store", grading.finish, lambda ws, result: result.student))
+    monkeypatch.setattr(grading, "finish", failing("store", grading.finish, lambda ws, result, *rest: result.student))
     results = {r.student: r for r in grade(ws, [ASSIGNMENT], jobs=2, limits=LIMITS)}
     assert set(results) == set(students), "the batch did not finish"
     for student in ("a-before", "z-after"):
