@@ -212,6 +212,20 @@ def test_a_module_runs_on_the_meta_device_as_a_copy():
         check_conventions(CellOnTheCpu(4, 5), args, "Cell", module=True)
 
 
+class CellKeepingItsOutput(CellOnTheCpu):
+    def forward(self, x, h):
+        self.last = super().forward(x, h)  # a tensor of the graph, which deepcopy refuses
+        return self.last
+
+
+def test_a_module_that_keeps_a_tensor_of_its_graph_is_still_tried_on_the_meta_device():
+    """Attention layers keep their last weights: the copy for the meta device must not fail on them
+    (it did, and the device part was left untried)."""
+    args = {k: v for k, v in _example().items() if k in ("x", "h")}
+    with pytest.raises(AssertionError, match="dtype and device kept"):
+        check_conventions(CellKeepingItsOutput(4, 5), args, "Cell", module=True)
+
+
 def test_a_module_given_as_an_argument_goes_to_the_meta_device_with_the_inputs():
     def through(x, model):
         return model(x)

@@ -209,6 +209,17 @@ class _DevicesMet(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _copy_module(module: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of `module` in which a tensor of the autograd graph that it keeps (an attention
+    layer's last weights), which deepcopy refuses, becomes a detached copy."""
+    memo = {}
+    for part in module.modules():
+        for value in vars(part).values():
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+                memo[id(value)] = value.detach().clone()
+    return copy.deepcopy(module, memo)
+
+
 def _device_probe(fn, args: list, kwargs: dict, module: bool):
     """fn (a copy of it on the meta device, for a module) on copies of the arguments on the meta
     device (tensors, and modules given as arguments), a device without data: (the device of every result tensor, or None; the error fn raised,
@@ -216,7 +227,7 @@ def _device_probe(fn, args: list, kwargs: dict, module: bool):
     Runs beside the student's code; its answer is data the trusted side checks."""
     def to_meta(value):
         if isinstance(value, torch.nn.Module):
-            return copy.deepcopy(value).to("meta")
+            return _copy_module(value).to("meta")
         if type(value) in (list, tuple):
             return type(value)(to_meta(v) for v in value)
         if type(value) is dict:
