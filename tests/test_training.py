@@ -1,4 +1,5 @@
 """utils.training: the shared loop (resume, clipping, history, precision choice, plots)."""
+import functools
 import math
 import os
 from pathlib import Path
@@ -199,6 +200,25 @@ def test_the_fingerprint_tells_runs_apart_by_what_they_compute():
     assert training.fingerprint_differences(cosine(1000), cosine(300)) == [
         "the learning-rate schedule (its peak, warm-up, floor or length: max_steps counts)"]
     assert training.fingerprint_differences(base, fingerprint(max_steps=40)) == []
+
+
+def test_a_step_with_arguments_fixed_is_fingerprinted_by_its_own_code():
+    """A step handed to train as functools.partial (07's accumulated_step with its micro-batches) counts by the
+    code of the function it fixes arguments of: a fixed bug in it changes the fingerprint."""
+    def step_one(model, batch, loss_fn, optimizer, scaler, precision, grad_clip, micro_batches=1):
+        return reference_step(model, batch, loss_fn, optimizer, scaler, precision, grad_clip)
+
+    def step_two(model, batch, loss_fn, optimizer, scaler, precision, grad_clip, micro_batches=1):
+        return reference_step(model, batch, loss_fn, optimizer, scaler, precision, 2 * grad_clip)
+
+    model, opt = fresh()
+
+    def fingerprint(step):
+        return training.run_fingerprint(model, opt, config(), loss_fn, step)
+
+    base = fingerprint(functools.partial(step_one, micro_batches=2))
+    assert training.fingerprint_differences(base, fingerprint(functools.partial(step_one, micro_batches=2))) == []
+    assert training.fingerprint_differences(base, fingerprint(functools.partial(step_two, micro_batches=2))) != []
 
 
 def test_a_finished_run_is_not_trained_again(tmp_path):

@@ -43,6 +43,7 @@ Tokens per second count `batch[0].numel()` tokens per step (the inputs), or
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 import random
@@ -257,6 +258,9 @@ def _code_digest(code, digest) -> None:
 
 
 def _function_digest(value, digest) -> None:
+    if isinstance(value, functools.partial):  # a step with some of its arguments fixed: the step's own code
+        _function_digest(value.func, digest)
+        return
     code = getattr(getattr(value, "__func__", value), "__code__", None)
     if code is not None:
         _code_digest(code, digest)
