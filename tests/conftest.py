@@ -53,12 +53,12 @@ QUICKEST_ASSIGNMENT = "05_self_attention"
 # Scopes (a file, or a class of tests/test_proofs.py) by their time in `make test`
 # (benchmarks/README.md), longest first: handed out in this order, two workers end close
 # together. The others follow in collection order.
-LONGEST_FIRST = (  # by their times in the whole suite at 4a620d5 on the quiet development machine (benchmarks/README.md)
+LONGEST_FIRST = (  # by their times in CI's run of 45f16b6, the proofs' scaled by their local times after f8c686b
     "test_proofs.py::Test_07_transformer", "test_hostile.py", "test_proofs.py::Test_02_rnn_vanishing_gradients",
-    "test_proofs.py::Test_05_self_attention", "test_proofs.py::Test_01_tokenization_embeddings",
-    "test_proofs.py::Test_04_seq2seq_attention", "test_student_side.py", "test_proofs.py::Test_03_lstm",
-    "test_proofs.py::Test_06_masking", "test_demo.py", "test_bounded.py", "test_cluster.py", "test_property.py",
-    "test_forkserver.py", "test_report.py",
+    "test_proofs.py::Test_01_tokenization_embeddings", "test_proofs.py::Test_06_masking", "test_student_side.py",
+    "test_proofs.py::Test_05_self_attention", "test_proofs.py::Test_04_seq2seq_attention", "test_demo.py",
+    "test_proofs.py::Test_03_lstm", "test_bounded.py", "test_cluster.py", "test_property.py", "test_forkserver.py",
+    "test_report.py",
 )
 
 
