@@ -128,6 +128,8 @@ def template(ws: Workspace, assignment: str) -> bytes:
                 gb.remove_student(student)
             for other in [a.name for a in gb.assignments if a.name != assignment]:
                 gb.remove_assignment(other)
+        with contextlib.closing(sqlite3.connect(tmp / "gradebook.db")) as db:
+            write_ahead_log(db)  # once here, for every worker's copy (the file keeps it)
         return _pack(tmp, parts)
 
 
@@ -136,10 +138,8 @@ def grade_remote(template_bytes: bytes, student: str, assignment: str, handin: d
     the notebook as it arrived) in a temporary workspace; return what the coordinator writes."""
     ensure_scripts_on_path()
     with scratch.folder("course-worker-") as tmp:
-        ws = open_workspace(tmp / "ws", scratch=True)
+        ws = open_workspace(tmp / "ws", scratch=True)  # its gradebook, the template's, keeps a write-ahead log
         _unpack(template_bytes, ws.root)
-        with contextlib.closing(sqlite3.connect(ws.db_path)) as db:
-            write_ahead_log(db)
         folder = ws.submission_path(student, assignment).parent
         folder.mkdir(parents=True)
         for name, data in handin.items():

@@ -286,3 +286,22 @@ def test_a_process_killed_mid_hand_in_leaves_none_of_its_folders(tmp_path):
     helper.kill()
     reaper.wait(timeout=120)
     assert leftovers_of(str(tmp_path)) == []
+
+
+def test_the_workers_gradebook_keeps_a_write_ahead_log(tmp_path):
+    """The template a worker unpacks is in WAL mode (set once in `template`): a worker's scratch gradebook
+    commits with one sync; the coordinator's own gradebook keeps SQLite's default journal."""
+    import sqlite3
+
+    from autograder.batch import ensure_sources
+    from autograder.cluster import _unpack, template
+
+    ws = open_workspace(tmp_path / "ws")
+    ensure_sources(ws, [ASSIGNMENT])
+    _unpack(template(ws, ASSIGNMENT), tmp_path / "worker")
+    for path, mode in ((tmp_path / "worker" / "gradebook.db", "wal"), (ws.db_path, "delete")):
+        db = sqlite3.connect(path)
+        try:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == mode, path
+        finally:
+            db.close()
