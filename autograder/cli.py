@@ -7,8 +7,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from autograder.course import CourseError, assignments, check_assignment
-from autograder.sandbox import Limits
+from autograder.course.layout import CourseError, assignments, check_assignment
+from autograder.isolation.sandbox import Limits
 
 
 def _names(given: list[str]) -> list[str]:
@@ -16,10 +16,10 @@ def _names(given: list[str]) -> list[str]:
 
 
 def cmd_release(args) -> int:
-    from autograder.release import drift, release
+    from autograder.release.build import drift, release
 
     names = _names(args.assignments)
-    from autograder import student_cells
+    from autograder.release import student_cells
 
     if args.check:
         stale = drift(names)
@@ -38,8 +38,8 @@ def cmd_release(args) -> int:
 
 
 def cmd_student_cells(args) -> int:
-    from autograder import student_cells
-    from autograder.config import load_config
+    from autograder.release import student_cells
+    from autograder.course.config import load_config
 
     names = assignments()
     config = load_config()
@@ -62,7 +62,7 @@ def cmd_student_cells(args) -> int:
     for path in student_cells.rewrite(names, config):
         print(f"rewrote {path}")
     if not args.no_release:
-        from autograder.release import release
+        from autograder.release.build import release
 
         for name, path in release(names).items():
             print(f"released {name} -> {path}")
@@ -72,7 +72,7 @@ def cmd_student_cells(args) -> int:
 
 
 def cmd_dist(args) -> int:
-    from autograder.dist import build
+    from autograder.release.dist import build
 
     names = _names(args.assignments)
     files = build(Path(args.out), names, allow_placeholder=args.allow_placeholder)
@@ -82,7 +82,7 @@ def cmd_dist(args) -> int:
 
 
 def _warn_if_placeholder() -> None:
-    from autograder.dist import placeholder_warning
+    from autograder.release.dist import placeholder_warning
 
     warning = placeholder_warning()
     if warning:
@@ -103,9 +103,9 @@ def _add_limit_options(parser) -> None:
 
 
 def cmd_grade(args) -> int:
-    from autograder.batch import grade, score_table
-    from autograder.sandbox import describe
-    from autograder.workspace import open_workspace
+    from autograder.grading.batch import grade, score_table
+    from autograder.isolation.sandbox import describe
+    from autograder.grading.workspace import open_workspace
 
     ws = open_workspace(args.workspace)
     results = grade(ws, [check_assignment(n) for n in args.assignments], args.student or None,
@@ -117,8 +117,8 @@ def cmd_grade(args) -> int:
 
 
 def cmd_collect(args) -> int:
-    from autograder.collect import collect, format_report
-    from autograder.workspace import open_workspace
+    from autograder.handins.collect import collect, format_report
+    from autograder.grading.workspace import open_workspace
 
     ws = open_workspace(args.workspace)
     entries, report = collect(Path(args.source), ws)
@@ -128,9 +128,9 @@ def cmd_collect(args) -> int:
 
 
 def cmd_repair(args) -> int:
-    from autograder.batch import ensure_sources, submitted
-    from autograder.grading import prepare
-    from autograder.workspace import open_workspace
+    from autograder.grading.batch import ensure_sources, submitted
+    from autograder.grading.handin import prepare
+    from autograder.grading.workspace import open_workspace
 
     ws = open_workspace(args.workspace)
     names = _names(args.assignments)
@@ -152,8 +152,8 @@ def cmd_repair(args) -> int:
 
 
 def cmd_feedback(args) -> int:
-    from autograder.feedback import feedback
-    from autograder.workspace import open_workspace
+    from autograder.reports.feedback import feedback
+    from autograder.grading.workspace import open_workspace
 
     ws = open_workspace(args.workspace)
     for path in feedback(ws, _names(args.assignments), args.student or None):
@@ -162,8 +162,8 @@ def cmd_feedback(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from autograder.export import export
-    from autograder.workspace import open_workspace
+    from autograder.reports.export import export
+    from autograder.grading.workspace import open_workspace
 
     ws = open_workspace(args.workspace)
     for path in export(ws, Path(args.out) if args.out else ws.path("export")):
@@ -172,8 +172,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from autograder.report import write
-    from autograder.workspace import open_workspace
+    from autograder.reports.class_page import write
+    from autograder.grading.workspace import open_workspace
 
     ws = open_workspace(args.workspace)
     for path in write(ws, _names(args.assignments), Path(args.out) if args.out else ws.path("report")):
@@ -182,7 +182,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from autograder.demo import demo, print_demo
+    from autograder.quality.demo import demo, print_demo
 
     results, problems = demo(args.workspace)
     print_demo(results, problems)
@@ -190,7 +190,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_mutants(args) -> int:
-    from autograder.mutants import report, run
+    from autograder.quality.mutants import report, run
 
     only = _names(args.assignment) if args.assignment else None
     outcomes = run([Path(p) for p in args.catalog] or None, only, args.jobs)

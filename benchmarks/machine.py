@@ -64,7 +64,7 @@ def parse_args(doc: str, default_repeat: int) -> tuple[list[str], int]:
     """The assignments (default: all) and the number of repeats from the command line."""
     import argparse
 
-    from autograder.course import assignments, check_assignment
+    from autograder.course.layout import assignments, check_assignment
 
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("assignments", nargs="*", help="default: every assignment")

@@ -1,4 +1,4 @@
-"""What the Dask workers of tests/test_cluster.py run in place of `autograder.cluster.grade_remote`
+"""What the Dask workers of tests/test_cluster.py run in place of `autograder.grading.cluster.grade_remote`
 (they import this module by name): the worker's own grade_remote, with the nbgrader run replaced,
 each call leaving a file `<student>-<n>` in the folder named by $COURSE_TEST_CALLS, and per student
 the end the test wants:
@@ -14,7 +14,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from autograder import cluster, workspace
+from autograder.grading import cluster
+from autograder.grading import workspace
 
 CALLS = "COURSE_TEST_CALLS"
 

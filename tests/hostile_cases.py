@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import nbformat
 from nbformat.v4 import new_code_cell, new_output
 
-from autograder import course
+from autograder.course import layout as course
 from conftest import QUICKEST_ASSIGNMENT
-from autograder.demo import buggy_notebook
-from autograder.workspace import open_workspace
+from autograder.quality.demo import buggy_notebook
+from autograder.grading.workspace import open_workspace
 from utils.cells import is_answer, nbgrader_meta
 
 import tricks
@@ -52,7 +52,7 @@ def buggy():
 
 def bare_workspace(root):
     """A workspace holding only the assignment's source and release (as `release` builds them):
-    enough to prepare a hand-in (`autograder.grading.prepare`) without running nbgrader."""
+    enough to prepare a hand-in (`autograder.grading.handin.prepare`) without running nbgrader."""
     ws = open_workspace(root)
     for path, target in ((course.solution_path(ASSIGNMENT), ws.source_path(ASSIGNMENT)),
                          (course.release_path(ASSIGNMENT), ws.release_path(ASSIGNMENT))):
@@ -208,7 +208,7 @@ TAMPERING = {
 }
 
 
-# Attacks on split execution (autograder/boundary): the test cells run in a trusted runner, the
+# Attacks on split execution (autograder/isolation/boundary): the test cells run in a trusted runner, the
 # student's cells in the kernel. Each starts from the buggy notebook (success would raise its
 # score); the code runs in a cell before the setup cell, or (WRAP) around every answer function,
 # so that it runs while a test calls the student's code.
@@ -276,7 +276,7 @@ SPLIT_ATTACKS = {
     "split-libcallback": "import utils.checks\ndef _cb(*a):\n"
                          "    [setattr(utils.checks, n, lambda *a, **k: None) for n in dir(utils.checks) if n.startswith('check_')]\n"
                          "_cb.__module__ = 'matplotlib.pyplot'\nget_ipython().events.register('post_run_cell', _cb)",
-    "split-agent": "from autograder.boundary import kernel_side as _k\n"
+    "split-agent": "from autograder.isolation.boundary import kernel_side as _k\n"
                    "_k.Agent.answer = lambda self, tree, buffers: _k.encode({'value': True})",
     "split-comm": "ip = get_ipython()\ndef _opened(comm, msg):\n"
                   "    comm.on_msg(lambda m: comm.send({'tree': ['dict', [[['str', 'value'], ['bool', True]]]]}))\n"

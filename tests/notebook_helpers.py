@@ -7,7 +7,7 @@ import re
 
 import nbformat
 
-from autograder import course
+from autograder.course import layout as course
 
 MARKER_LINE = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$", re.MULTILINE)
 

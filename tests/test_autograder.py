@@ -12,10 +12,14 @@ from conftest import REPO_ROOT
 from nbformat.v4 import new_code_cell, new_notebook
 from nbgrader.api import Gradebook
 
-from autograder import cli, course, mutants, release, workspace
-from autograder.boundary import execute
-from autograder.course import CourseError
-from autograder.sandbox import Limits
+from autograder import cli
+from autograder.course import layout as course
+from autograder.quality import mutants
+from autograder.release import build as release
+from autograder.grading import workspace
+from autograder.isolation.boundary import execute
+from autograder.course.layout import CourseError
+from autograder.isolation.sandbox import Limits
 
 
 def run_cli(*args):
@@ -140,9 +144,9 @@ def test_a_pack_that_loses_points_is_graded_again_variant_by_variant(tmp_path):
 def test_bugs_skip_earlier_test_cells_only_where_the_solution_keeps_full_marks_so(monkeypatch):
     """Where the solution, its test cells before a cell skipped, loses points (a later test cell
     needs what an earlier one left), that cell's bugs are graded again with every test cell."""
-    from autograder.grading import GradeResult
-    from autograder.scores import CellScore, NotebookScore
-    from autograder.workspace import Verdict
+    from autograder.grading.handin import GradeResult
+    from autograder.grading.scores import CellScore, NotebookScore
+    from autograder.grading.workspace import Verdict
 
     batches = []
 
@@ -213,8 +217,9 @@ def test_cli_sets_every_limit_and_shows_the_defaults_of_limits():
 
 TABLE_UNDER_ASCII = """
 import sys
-from autograder import batch, cli
-from autograder.grading import GradeResult
+from autograder.grading import batch
+from autograder import cli
+from autograder.grading.handin import GradeResult
 batch.grade = lambda *args, **kwargs: [GradeResult("Jos\\N{LATIN SMALL LETTER E WITH ACUTE}", "05_self_attention",
                                                    "sandbox", message="hidden-path: opened /srv/\\N{EM DASH}")]
 sys.exit(cli.main(["grade", "--workspace", sys.argv[1]]))
@@ -309,8 +314,8 @@ def test_the_grader_parses_python_only_through_the_thread_safe_parse():
     goes through utils.cells.parse, which holds a lock. The runner's own process is single-threaded."""
     import ast as python_ast
 
-    own_process_only = {"autograder/boundary/runner_side.py", "autograder/boundary/runner.py",
-                        "autograder/boundary/kernel_side.py"}
+    own_process_only = {"autograder/isolation/boundary/runner_side.py", "autograder/isolation/boundary/runner.py",
+                        "autograder/isolation/boundary/kernel_side.py"}
     offenders = []
     for path in sorted((REPO_ROOT / "autograder").rglob("*.py")):
         name = path.relative_to(REPO_ROOT).as_posix()
@@ -329,7 +334,7 @@ def test_nbgraders_metadata_check_with_the_schema_checked_once_accepts_and_refus
     from nbgrader.nbgraderformat import common
     from nbgrader.nbgraderformat.v3 import MetadataValidatorV3
 
-    from autograder import nbgrader_runner
+    from autograder.isolation import nbgrader_runner
 
     monkeypatch.setattr(common, "jsonschema", jsonschema)
     validator = MetadataValidatorV3()

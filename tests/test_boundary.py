@@ -1,4 +1,4 @@
-"""The boundary between the student's kernel and the trusted runner (autograder/boundary):
+"""The boundary between the student's kernel and the trusted runner (autograder/isolation/boundary):
 the codec refuses what is not data, and a call through a real kernel behaves as a call in
 one process (values, gradients, in-place changes, random draws, exceptions, printing)."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import torch
 from jupyter_client.manager import start_new_kernel
 
-from autograder.boundary.codec import CodecError, Limits, Ref, decode, encode, parse
-from autograder.boundary.runner_side import BoundaryError, Handle, KernelError, KernelLink
+from autograder.isolation.boundary.codec import CodecError, Limits, Ref, decode, encode, parse
+from autograder.isolation.boundary.runner_side import BoundaryError, Handle, KernelError, KernelLink
 from utils.checks import plain
 
 
@@ -145,13 +145,13 @@ def test_keys_of_honest_data_whose_hashes_collide_decode():
 
 
 def _nbgraders_session():
-    from autograder.boundary.execute import CappedKernelManager
+    from autograder.isolation.boundary.execute import CappedKernelManager
 
     return CappedKernelManager().session
 
 
 def _runners_session():
-    from autograder.boundary.runner import kernel_client
+    from autograder.isolation.boundary.runner import kernel_client
 
     return kernel_client({}).session
 
@@ -165,7 +165,7 @@ def _runners_session():
     (lambda: _runners_session().unpack(b'{"name": "stdout", "text": "a\\ud800b"}'), {"name": "stdout", "text": "a\\ud800b"}),
 ], ids=["codec", "codec-utf8", "nbgrader-session", "runner-session"])
 def test_a_lone_surrogate_from_the_kernel_comes_in_as_its_escape(read, expected):
-    """Every way text of a kernel enters a grader process (autograder.kernel_text): each lone
+    """Every way text of a kernel enters a grader process (autograder.isolation.kernel_text): each lone
     surrogate (which no UTF-8 file can hold) comes in as its escape written out; a pair of them, one
     character, as that character."""
     assert read() == expected
@@ -185,7 +185,7 @@ def test_deep_nesting_and_huge_counts_are_refused_before_building():
 
 STUDENT = '''
 import torch, torch.nn as nn
-from autograder.boundary.kernel_side import install
+from autograder.isolation.boundary.kernel_side import install
 install(get_ipython())
 
 def double(xs):
@@ -352,7 +352,7 @@ def test_exceptions_come_back_as_python_s_own_class_or_a_kernel_error(link):
 
 
 FORGE = """
-import autograder.boundary.kernel_side as agent
+import autograder.isolation.boundary.kernel_side as agent
 agent.Agent.answer = lambda self, tree, buffers: (%s, %s)
 """
 
@@ -379,7 +379,7 @@ def test_a_forged_reply_is_refused_with_a_reason(hostile_link, tree, buffers, er
 def test_a_reply_torch_refuses_to_build_is_a_refused_reply(hostile_link, tree, buffers, reason):
     """Refused as every reply that is not data is (ReplyRefused: the hand-in's status is `boundary`),
     never torch's own RuntimeError in the test cell."""
-    from autograder.boundary.runner_side import ReplyRefused
+    from autograder.isolation.boundary.runner_side import ReplyRefused
 
     Handle(hostile_link, "double")([1])  # opens the comm
     run_in_kernel(hostile_link, FORGE % (repr(["dict", [[["str", "value"], tree]]]), repr(buffers)))
@@ -393,7 +393,7 @@ def test_the_runner_side_never_unpickles_or_imports_what_the_kernel_wrote():
     import ast
     from pathlib import Path
 
-    import autograder.boundary as boundary
+    import autograder.isolation.boundary as boundary
 
     folder = Path(boundary.__file__).parent
     for name in ("codec.py", "runner_side.py", "runner.py", "execute.py"):
@@ -409,7 +409,7 @@ def test_only_the_course_s_own_cells_run_in_the_runner():
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from autograder.boundary.execute import SplitExecute, course_cells
+    from autograder.isolation.boundary.execute import SplitExecute, course_cells
 
     def cell(source, **meta):
         c = new_code_cell(source)
@@ -456,7 +456,7 @@ def test_a_kernel_whose_agent_never_connects_fails_the_call_with_a_reason(hostil
 
 # -- limits before allocation (issue 42) ---------------------------------------------------
 def test_json_is_measured_on_its_bytes_with_strings_taken_out():
-    from autograder.jsonscan import JsonBounds, TooLarge, check
+    from autograder.course.jsonscan import JsonBounds, TooLarge, check
 
     bounds = JsonBounds(bytes=1000, values=10, depth=3)
     check(b'["[[[[,,,,,,,,,,,,", "\\"]]]"]', bounds, "it")  # brackets and commas inside strings are text
@@ -473,7 +473,7 @@ def test_json_is_measured_on_its_bytes_with_strings_taken_out():
 
 
 def test_a_hand_in_past_the_notebook_bounds_is_refused_before_it_is_parsed():
-    from autograder.course import CourseError, decode_notebook
+    from autograder.course.layout import CourseError, decode_notebook
 
     with pytest.raises(CourseError, match="values.*outputs cleared"):
         decode_notebook(b'{"cells": [], "nbformat": 4, "x": [' + b"[]," * 1_200_000 + b"[]]}")
@@ -482,8 +482,8 @@ def test_a_hand_in_past_the_notebook_bounds_is_refused_before_it_is_parsed():
 
 
 def test_a_tree_past_the_limits_is_refused_before_json_builds_it(monkeypatch):
-    from autograder.boundary import codec
-    from autograder.boundary.codec import OverLimit, parse
+    from autograder.isolation.boundary import codec
+    from autograder.isolation.boundary.codec import OverLimit, parse
 
     def never(*args, **kwargs):
         raise AssertionError("json.loads ran on a tree past the limits")
@@ -503,13 +503,13 @@ def test_a_tree_past_the_limits_is_refused_before_json_builds_it(monkeypatch):
 
 
 CUT = """
-import autograder.boundary.kernel_side as agent
+import autograder.isolation.boundary.kernel_side as agent
 agent.Agent.answer = lambda self, tree, buffers: agent.encode({"value": 1, "printed": [["stdout", "p" * 300_000]]})
 """
 
 
 def test_what_the_student_s_code_prints_in_the_test_cells_is_kept_up_to_a_cap(hostile_link):
-    from autograder.boundary.runner_side import PRINTED_CAP
+    from autograder.isolation.boundary.runner_side import PRINTED_CAP
 
     Handle(hostile_link, "double")([1])
     run_in_kernel(hostile_link, CUT)
@@ -522,13 +522,13 @@ def test_what_the_student_s_code_prints_in_the_test_cells_is_kept_up_to_a_cap(ho
 
 
 LONG_ERROR = """
-import autograder.boundary.kernel_side as agent
+import autograder.isolation.boundary.kernel_side as agent
 agent.Agent.answer = lambda self, tree, buffers: agent.encode({"error": ["ValueError", "e" * 3_000_000]})
 """
 
 
 def test_an_error_message_is_cut_on_the_runner_s_side(hostile_link):
-    from autograder.boundary.runner_side import ERROR_CHARS
+    from autograder.isolation.boundary.runner_side import ERROR_CHARS
 
     Handle(hostile_link, "double")([1])
     run_in_kernel(hostile_link, LONG_ERROR)
@@ -538,7 +538,7 @@ def test_an_error_message_is_cut_on_the_runner_s_side(hostile_link):
 
 
 BIG_PART = """
-import autograder.boundary.kernel_side as agent
+import autograder.isolation.boundary.kernel_side as agent
 agent.reply_frames = lambda number, tree, buffers: [number, b'["dict", []]', b"x" * %d]
 """
 
@@ -548,7 +548,7 @@ def test_a_reply_with_more_bytes_than_the_limit_is_refused_at_once(hostile_link,
     """One part past the limit: ZeroMQ drops the connection without reading it (the socket's monitor
     says so at once) and the link reads no later answer (the runner interrupts the kernel); parts
     within it that add up past it: refused as they are read, and the next reply is read as usual."""
-    from autograder.boundary.runner_side import ReplyRefused
+    from autograder.isolation.boundary.runner_side import ReplyRefused
 
     limit = 1 << 20
     link = KernelLink(hostile_link.client, timeout=20, limits=Limits(bytes=limit))
@@ -574,11 +574,11 @@ def test_a_runner_that_died_ends_its_hand_in_as_runner_stopped_with_no_points():
     nbgrader): it is told apart from a failure of nbgrader's own and scores 0."""
     import subprocess
 
-    from autograder.boundary.execute import RUNNER_DIED
-    from autograder.status import Run, decide_status, keeps_points
-    from autograder.workspace import RunnerStopped, _check_nbgrader
+    from autograder.isolation.boundary.execute import RUNNER_DIED
+    from autograder.handins.status import Run, decide_status, keeps_points
+    from autograder.grading.workspace import RunnerStopped, _check_nbgrader
 
-    log = f"[AutogradeApp | ERROR] autograder.boundary.execute.RunnerFailed: {RUNNER_DIED}\n"
+    log = f"[AutogradeApp | ERROR] autograder.isolation.boundary.execute.RunnerFailed: {RUNNER_DIED}\n"
     with pytest.raises(RunnerStopped):
         _check_nbgrader(["autograde"], subprocess.CompletedProcess([], 1, log, ""))
     status = decide_status(Run.RUNNER_STOPPED, [])

@@ -19,10 +19,10 @@ import psutil
 import pytest
 from hostile_cases import ASSIGNMENT, solution, with_attack
 
-from autograder.batch import grade
-from autograder.feedback import feedback
-from autograder.sandbox import Limits
-from autograder.workspace import add_submission, open_workspace
+from autograder.grading.batch import grade
+from autograder.reports.feedback import feedback
+from autograder.isolation.sandbox import Limits
+from autograder.grading.workspace import add_submission, open_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 # (status cell-timeout instead of boundary, in the whole suite at d0edcb6), so the cells get 90 s.
 LIMITS = Limits(cell_timeout=90, notebook_timeout=300, memory_mb=3072, output_kb=256)
 GIB = 1 << 30
-AGENT = "from autograder.boundary import kernel_side as _k\n"
+AGENT = "from autograder.isolation.boundary import kernel_side as _k\n"
 ANSWER = AGENT + "_k.reply_frames = lambda number, tree, buffers: [number, _TREE]\n"
 # What each kernel does, the status it must end with, its score ("full", or "less" than full) and
 # words its message must hold.
@@ -117,8 +117,8 @@ class PeakMemory:
             for child in _children(stack.pop()):
                 try:
                     command = " ".join(child.cmdline())
-                    kernel = "ipykernel" in command or "autograder.launcher" in command or \
-                        "autograder.forkserver" in command and _is_supervisor(child.parent())
+                    kernel = "ipykernel" in command or "autograder.isolation.launcher" in command or \
+                        "autograder.isolation.forkserver" in command and _is_supervisor(child.parent())
                 except psutil.Error:
                     continue
                 if not kernel:
@@ -138,8 +138,8 @@ def _is_supervisor(process) -> bool:
     """A child of a fork server that has children of its own (the kernel); a test runner has none."""
     try:
         parent = process.parent()
-        return parent is not None and "autograder.forkserver" in " ".join(parent.cmdline()) and \
-            "autograder.forkserver" in " ".join(process.cmdline()) and bool(process.children())
+        return parent is not None and "autograder.isolation.forkserver" in " ".join(parent.cmdline()) and \
+            "autograder.isolation.forkserver" in " ".join(process.cmdline()) and bool(process.children())
     except psutil.Error:
         return False
 
@@ -201,8 +201,8 @@ def test_no_feedback_page_passes_2_mib(batch):
 def test_what_was_cut_says_so_in_the_executed_notebook(batch):
     import nbformat
 
-    from autograder.boundary.runner import ERROR_CAP
-    from autograder.boundary.runner_side import PRINTED_CAP
+    from autograder.isolation.boundary.runner import ERROR_CAP
+    from autograder.isolation.boundary.runner_side import PRINTED_CAP
 
     ws, _, _ = batch
 
@@ -222,7 +222,7 @@ def test_on_a_dask_cluster_the_hand_ins_end_the_same_way(batch, tmp_path):
     """The workers survive every hand-in (none is retried or lost), and the instructor's table
     shows each status."""
     pytest.importorskip("distributed", reason="Dask is an optional extra: pip install .[cluster]")
-    from autograder.batch import score_table
+    from autograder.grading.batch import score_table
 
     ws = open_workspace(tmp_path / "ws")
     place(ws, ON_CLUSTER)
@@ -249,7 +249,8 @@ def test_guard_logs_are_read_as_streams_within_their_bounds(tmp_path, monkeypatc
     import os
     import tracemalloc
 
-    from autograder import guard, integrity
+    from autograder.isolation import guard
+    from autograder.handins import integrity
 
     monkeypatch.setattr(integrity, "GUARD_LOG_LINES", 1000, raising=False)
     monkeypatch.setattr(integrity, "GUARD_LOG_BYTES", 64 << 10, raising=False)
@@ -276,7 +277,7 @@ def test_a_guard_log_that_is_not_a_file_is_garbled_not_waited_for(tmp_path):
     import os
     import threading
 
-    from autograder import integrity
+    from autograder.handins import integrity
 
     (tmp_path / "kernel-a").mkdir()
     os.mkfifo(tmp_path / "kernel-a" / "guard.jsonl")
@@ -300,8 +301,8 @@ def test_preparing_a_hand_in_counts_in_its_notebook_limit(preparing, tmp_path, m
     that records its time limit."""
     from types import SimpleNamespace
 
-    from autograder import grading
-    from autograder.batch import ensure_sources
+    from autograder.grading import handin as grading
+    from autograder.grading.batch import ensure_sources
 
     ws = open_workspace(tmp_path / "ws")
     add_submission(ws, "student", ASSIGNMENT, solution())

@@ -27,10 +27,10 @@ import pytest
 from conftest import QUICKEST_ASSIGNMENT, REPO_ROOT, record_artifact
 from notebook_helpers import completed_notebook, write
 
-from autograder import course
-from autograder.batch import grade
-from autograder.report import write as write_report
-from autograder.workspace import add_sources, add_submission, open_workspace
+from autograder.course import layout as course
+from autograder.grading.batch import grade
+from autograder.reports.class_page import write as write_report
+from autograder.grading.workspace import add_sources, add_submission, open_workspace
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""`grade --cluster`: the per-hand-in grading on Dask workers (autograder.cluster).
+"""`grade --cluster`: the per-hand-in grading on Dask workers (autograder.grading.cluster).
 
 * the same small batch (solution, buggy and blank hand-ins of one assignment) graded with
   `--jobs 2` and on a 2-worker LocalCluster gives the same scores, statuses, reports and
@@ -9,7 +9,7 @@
 * with the tasks replaced (tests/cluster_stand_ins.py): a stored result is not graded again
   when a worker dies, a task that raises is not retried, whatever fails for one hand-in is its
   `failed`, and a killed worker leaves none of its folders (neither does any grading process
-  killed mid-hand-in: autograder.scratch).
+  killed mid-hand-in: autograder.isolation.scratch).
 """
 import glob
 import json
@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course import release_path, solution_path
-from autograder.demo import buggy_notebook
-from autograder.batch import grade
-from autograder.scores import read_scores
-from autograder.workspace import add_submission, open_workspace
+from autograder.course.layout import release_path, solution_path
+from autograder.quality.demo import buggy_notebook
+from autograder.grading.batch import grade
+from autograder.grading.scores import read_scores
+from autograder.grading.workspace import add_submission, open_workspace
 
-from autograder.course import CourseError
+from autograder.course.layout import CourseError
 from conftest import QUICKEST_ASSIGNMENT
 
 ASSIGNMENT = QUICKEST_ASSIGNMENT
@@ -180,11 +180,11 @@ def leftovers_of(folder: str) -> list[str]:
 
 
 def wait_for_reapers(tmpdir: str) -> None:
-    """Until the reapers of the other processes that used `tmpdir` (autograder.scratch) have
+    """Until the reapers of the other processes that used `tmpdir` (autograder.isolation.scratch) have
     ended: each removes what its process left once that process and its helpers are gone."""
     import psutil
 
-    from autograder.scratch import REAPER
+    from autograder.isolation.scratch import REAPER
 
     reapers = []
     for process in psutil.process_iter(["cmdline", "ppid"]):
@@ -212,7 +212,7 @@ def test_a_stored_result_is_never_graded_again_and_nothing_is_retried_or_left(tm
     import dask
 
     import cluster_stand_ins
-    from autograder import cluster as coordinator
+    from autograder.grading import cluster as coordinator
 
     ws = open_workspace(tmp_path / "ws")
     students = ["a-first", "b-killed", "c-raises", "d-store"]
@@ -252,7 +252,7 @@ def test_a_stored_result_is_never_graded_again_and_nothing_is_retried_or_left(tm
 
 def test_a_process_killed_mid_hand_in_leaves_none_of_its_folders(tmp_path):
     """A grading process killed (SIGKILL) while it holds a scratch workspace, a sandbox folder and
-    an nbgrader log (autograder.scratch) leaves none of them behind: its reaper removes them once
+    an nbgrader log (autograder.isolation.scratch) leaves none of them behind: its reaper removes them once
     the process and every helper holding its pipe (an nbgrader runner that may still write into
     them) have ended, and not before (issue 51: five workers killed mid-hand-in left 517 MB)."""
     import subprocess
@@ -293,8 +293,8 @@ def test_the_workers_gradebook_keeps_a_write_ahead_log(tmp_path):
     commits with one sync; the coordinator's own gradebook keeps SQLite's default journal."""
     import sqlite3
 
-    from autograder.batch import ensure_sources
-    from autograder.cluster import _unpack, template
+    from autograder.grading.batch import ensure_sources
+    from autograder.grading.cluster import _unpack, template
 
     ws = open_workspace(tmp_path / "ws")
     ensure_sources(ws, [ASSIGNMENT])

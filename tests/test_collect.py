@@ -6,9 +6,9 @@ import zipfile
 import nbformat
 import pytest
 
-from autograder import course
-from autograder.collect import assignment_from_name, clean_name, collect, parse, slug
-from autograder.workspace import open_workspace
+from autograder.course import layout as course
+from autograder.handins.collect import assignment_from_name, clean_name, collect, parse, slug
+from autograder.grading.workspace import open_workspace
 
 A = course.assignments()[0]
 RELEASE = course.release_path(A).read_bytes()

@@ -274,7 +274,7 @@ def test_draws_from_a_given_generator_are_the_same_in_every_variant():
 
 KERNEL_CODE = '''
 import torch
-from autograder.boundary.kernel_side import install
+from autograder.isolation.boundary.kernel_side import install
 install(get_ipython())
 
 def rnn_cell(x, h, W_xh, W_hh, b):
@@ -298,7 +298,7 @@ def cpu_bias(x, h, W_xh, W_hh, b):
 def kernel():
     from jupyter_client.manager import start_new_kernel
 
-    from autograder.boundary.runner_side import Boundary, Handle, KernelLink
+    from autograder.isolation.boundary.runner_side import Boundary, Handle, KernelLink
     from utils import checks
 
     km, kc = start_new_kernel(kernel_name="python3")

@@ -7,7 +7,7 @@ import sys
 import pytest
 from conftest import REPO_ROOT
 
-from autograder import course
+from autograder.course import layout as course
 
 pytestmark = pytest.mark.slow
 

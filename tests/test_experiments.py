@@ -1,12 +1,12 @@
-"""Locked experiments are not run while grading (autograder/experiments.py)."""
+"""Locked experiments are not run while grading (autograder/grading/experiments.py)."""
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder import course
-from autograder.course import CourseError
-from autograder.experiments import SKIPPED, SkipExperiments, experiment_cells
-from autograder.sandbox import ENV, Settings
+from autograder.course import layout as course
+from autograder.course.layout import CourseError
+from autograder.grading.experiments import SKIPPED, SkipExperiments, experiment_cells
+from autograder.isolation.sandbox import ENV, Settings
 from utils.cells import EXPERIMENT_TAG, cell_hash, is_experiment, is_test
 
 

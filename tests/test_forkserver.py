@@ -1,4 +1,4 @@
-"""Grading kernels forked from a preloaded process (autograder/forkserver.py): as isolated as
+"""Grading kernels forked from a preloaded process (autograder/isolation/forkserver.py): as isolated as
 a fresh kernel, served only to nbgrader's launchers, and never outliving their launcher."""
 import json
 import os
@@ -15,10 +15,11 @@ from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 from nbformat.v4 import new_code_cell
 
-from autograder import course, forkserver
-from autograder.batch import grade
-from autograder.sandbox import ENV, Settings, probe
-from autograder.workspace import add_submission, hidden_paths, open_workspace
+from autograder.course import layout as course
+from autograder.isolation import forkserver
+from autograder.grading.batch import grade
+from autograder.isolation.sandbox import ENV, Settings, probe
+from autograder.grading.workspace import add_submission, hidden_paths, open_workspace
 
 ASSIGNMENT = QUICKEST_ASSIGNMENT
 
@@ -91,7 +92,7 @@ def test_a_forked_kernel_is_isolated_exactly_like_a_fresh_one(tmp_path, monkeypa
     own run folder and the folders that lead to those."""
     forked, forked_result = _graded_report(tmp_path, monkeypatch, "1")
     fresh, fresh_result = _graded_report(tmp_path, monkeypatch, "0")
-    assert any("autograder.forkserver" in part or part.endswith("forkserver.py") for part in forked["command"]), forked["command"]
+    assert any("autograder.isolation.forkserver" in part or part.endswith("forkserver.py") for part in forked["command"]), forked["command"]
     assert "--inner" in fresh["command"]
     isolated = probe()[0] == "namespaces"
     for report in (forked, fresh):
@@ -159,7 +160,7 @@ def test_a_kernel_dies_with_its_launcher(server, tmp_path):
     connection_file, _ = write_connection_file(str(tmp_path / "kernel.json"), transport="ipc", ip=str(tmp_path / "k"))
     env = {**env, ENV: Settings(base=str(tmp_path / "base")).to_env(), forkserver.ADDRESS_ENV: address}
     (tmp_path / "base").mkdir()
-    launcher = subprocess.Popen([sys.executable, "-m", "autograder.launcher", connection_file], env=env, cwd=tmp_path,
+    launcher = subprocess.Popen([sys.executable, "-m", "autograder.isolation.launcher", connection_file], env=env, cwd=tmp_path,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     server_pid = forkserver._server["proc"].pid
     deadline = time.monotonic() + 120
@@ -184,7 +185,7 @@ def test_a_kernel_dies_with_its_launcher(server, tmp_path):
 
 ORPHAN = r"""
 import ctypes, os, sys, time
-from autograder.sandbox import die_with_parent
+from autograder.isolation.sandbox import die_with_parent
 # This process adopts orphans (PR_SET_CHILD_SUBREAPER): its grandchild's getppid() is then neither
 # 1 nor its parent's, as a kernel's is inside a new PID namespace (0).
 ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
@@ -219,7 +220,7 @@ def test_two_hand_ins_differ_only_in_what_a_fork_server_serves_them_all(tmp_path
     """A fork server is started again whenever the environment of a hand-in's nbgrader run
     differs in a variable outside PER_RUN: every variable that differs between two hand-ins
     (of one workspace, or of two) must be in PER_RUN, or each hand-in pays a new server."""
-    from autograder import workspace
+    from autograder.grading import workspace
 
     seen = []
     monkeypatch.setattr(workspace, "run_nbgrader",

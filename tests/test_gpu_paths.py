@@ -2,7 +2,7 @@
 
 Mixed precision: CPU autocast (bfloat16, and float16 as a T4 computes) stands in for CUDA's, whose
 rules for these layers are the same: matrix products in 16 bits, norms, embeddings, the residual
-stream and the loss in float32. benchmarks/gpu_figures.py: everything but the GPU itself.
+stream and the loss in float32. benchmarks/course/gpu_figures.py: everything but the GPU itself.
 """
 import json
 import math
@@ -16,7 +16,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not installed
-from benchmarks import gpu_figures, machine, nanogpt_side, transformer  # noqa: E402
+from benchmarks.course import gpu_figures  # noqa: E402
+from benchmarks import machine
+from benchmarks.course import nanogpt_side
+from benchmarks.course import transformer
 from utils import training  # noqa: E402
 
 LOW = {"bf16": torch.bfloat16, "fp16": torch.float16}

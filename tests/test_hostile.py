@@ -15,13 +15,13 @@ import nbformat
 import pytest
 from hostile_cases import ASSIGNMENT, TIMER_RACES, cases, exfiltrated
 
-from autograder import course
-from autograder.collect import collect
-from autograder.export import export
-from autograder.feedback import feedback, hidden_lines
-from autograder.batch import grade
-from autograder.sandbox import Limits
-from autograder.workspace import add_submission, open_workspace
+from autograder.course import layout as course
+from autograder.handins.collect import collect
+from autograder.reports.export import export
+from autograder.reports.feedback import feedback, hidden_lines
+from autograder.grading.batch import grade
+from autograder.isolation.sandbox import Limits
+from autograder.grading.workspace import add_submission, open_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -268,7 +268,7 @@ def test_what_a_kernel_holds_beyond_its_address_space_is_within_its_memory_limit
     kernel tries to write twice its /tmp's size there and a memfd of 1 MiB."""
     from hostile_cases import solution, with_cell
 
-    from autograder.sandbox import _libseccomp, probe
+    from autograder.isolation.sandbox import _libseccomp, probe
 
     limits = Limits(cell_timeout=60, notebook_timeout=300, memory_mb=3072, output_kb=256, tmp_mb=16)
     ws = open_workspace(tmp_path / "ws")
@@ -292,8 +292,8 @@ def test_a_hand_in_whose_grading_raises_anywhere_ends_failed_and_the_batch_goes_
     `failed` with the error in its message, and the solutions handed in before and after it (in
     the batch's order) are graded with full marks. Before, `grade` raised the first error and the
     executor dropped every hand-in not yet started."""
-    from autograder import grading
-    from autograder.workspace import add_submission
+    from autograder.grading import handin as grading
+    from autograder.grading.workspace import add_submission
 
     ws = open_workspace(tmp_path / "ws")
     students = ["a-before", "prepare", "run", "store", "z-after"]

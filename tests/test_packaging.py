@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import REPO_ROOT
 
-from autograder import config
+from autograder.course import config
 
 CONDA_TO_PIP = {"pytorch": "torch"}
 CONDA_ONLY = {"python", "pip"}

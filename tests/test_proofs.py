@@ -14,8 +14,9 @@ its part.
 import nbformat
 import pytest
 
-from autograder import course, mutants
-from autograder.release import drift
+from autograder.course import layout as course
+from autograder.quality import mutants
+from autograder.release.build import drift
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +81,7 @@ class Proofs:
         assert not noisy, f"test cells writing to stderr on the solution: {noisy}"
 
     def test_solution_runs_without_an_error_when_its_experiments_are_skipped(self, graded_solution):
-        """Grading skips the cells tagged as experiments (autograder/experiments.py): no other cell
+        """Grading skips the cells tagged as experiments (autograder/grading/experiments.py): no other cell
         may depend on what they compute."""
         failing = [
             f"{course.grade_id(cell) or index}: {out.get('ename')}: {str(out.get('evalue', ''))[:80]}"

@@ -12,11 +12,11 @@ import pytest
 import tricks
 from hostile_cases import notepad
 
-from autograder import course
-from autograder.demo import buggy_notebook
-from autograder.batch import grade
-from autograder.sandbox import Limits
-from autograder.workspace import add_submission, open_workspace
+from autograder.course import layout as course
+from autograder.quality.demo import buggy_notebook
+from autograder.grading.batch import grade
+from autograder.isolation.sandbox import Limits
+from autograder.grading.workspace import add_submission, open_workspace
 
 pytestmark = pytest.mark.slow
 

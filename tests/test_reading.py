@@ -9,10 +9,10 @@ import nbformat
 import pytest
 from hostile_cases import ASSIGNMENT, dump, solution
 
-from autograder import course
-from autograder.collect import collect
-from autograder.course import ASK_AGAIN, CourseError, decode_notebook, load_notebook, read_notebook
-from autograder.workspace import open_workspace
+from autograder.course import layout as course
+from autograder.handins.collect import collect
+from autograder.course.layout import ASK_AGAIN, CourseError, decode_notebook, load_notebook, read_notebook
+from autograder.grading.workspace import open_workspace
 
 
 def original():
@@ -161,7 +161,7 @@ def test_collect_finds_the_assignment_of_a_utf16_hand_in_by_content(tmp_path):
 def test_a_utf16_crlf_hand_in_is_graded_like_the_solution(tmp_path):
     """End to end: the same score as the plain solution, the conversion in the report, the
     original bytes kept."""
-    from autograder.batch import grade
+    from autograder.grading.batch import grade
 
     ws = open_workspace(tmp_path / "ws")
     notepad = nbformat.writes(solution()).replace("\n", "\r\n").encode("utf-16") + b"\x00\x00"

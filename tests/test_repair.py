@@ -9,10 +9,11 @@ from hostile_cases import (
     reads_running_cell, release, solution, strip_metadata, edited_test_cells, with_cell,
 )
 
-from autograder import course, integrity
-from autograder.course import ASK_AGAIN
-from autograder.repair import affinity, repair
-from autograder.status import Kind, Run, decide_status
+from autograder.course import layout as course
+from autograder.handins import integrity
+from autograder.course.layout import ASK_AGAIN
+from autograder.handins.repair import affinity, repair
+from autograder.handins.status import Kind, Run, decide_status
 from utils.cells import is_answer, is_locked, nbgrader_meta
 
 
@@ -189,7 +190,7 @@ def test_a_hand_in_that_breaks_the_notebook_format_is_repaired_or_refused(kind, 
     """Preparing the hand-in (reading, matching, repairing, writing what nbgrader reads) never
     raises: it is repaired, with a note that says what was changed and the answers untouched, or
     refused as unreadable with a message (issue 51)."""
-    from autograder.grading import prepare
+    from autograder.grading.handin import prepare
 
     ws = bare_workspace(tmp_path / "ws")
     data = json.loads(dump(solution()))
@@ -217,7 +218,8 @@ def test_a_long_hand_in_is_prepared_with_each_cell_parsed_at_most_once(tmp_path,
     120,000 such cells took 210 s of a grade process, issue 51)."""
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from autograder import grading, repair as repair_module
+    from autograder.grading import handin as grading
+    from autograder.handins import repair as repair_module
     from utils import cells as cell_model
 
     parses = {"repair": 0, "scan": 0}

@@ -16,15 +16,15 @@ import nbformat
 import pytest
 from conftest import QUICKEST_ASSIGNMENT, REPO_ROOT
 
-from autograder import similarity
-from autograder.batch import grade
-from autograder.course import read_notebook, solution_path
-from autograder.demo import buggy_notebook
-from autograder.export import export
-from autograder.feedback import hidden_lines
-from autograder.mutants import apply_mutant, default_catalogs, load_catalogs
-from autograder.workspace import add_sources, add_submission, open_workspace
-from benchmarks.similarity import rename, reorder, variants
+from autograder.reports import similarity
+from autograder.grading.batch import grade
+from autograder.course.layout import read_notebook, solution_path
+from autograder.quality.demo import buggy_notebook
+from autograder.reports.export import export
+from autograder.reports.feedback import hidden_lines
+from autograder.quality.mutants import apply_mutant, default_catalogs, load_catalogs
+from autograder.grading.workspace import add_sources, add_submission, open_workspace
+from benchmarks.grader.similarity import rename, reorder, variants
 from utils.cells import grade_id, is_answer
 
 A = QUICKEST_ASSIGNMENT
@@ -131,9 +131,10 @@ def test_a_lone_surrogate_a_kernel_logged_leaves_feedback_and_export_whole(grade
     CSV, all whole."""
     import os
 
-    from autograder import guard, integrity
-    from autograder.feedback import feedback
-    from autograder.grading import GradeResult, finish
+    from autograder.isolation import guard
+    from autograder.handins import integrity
+    from autograder.reports.feedback import feedback
+    from autograder.grading.handin import GradeResult, finish
 
     ws = _copy_of(graded, tmp_path)
     key = os.urandom(32)
@@ -154,8 +155,8 @@ def test_a_lone_surrogate_a_kernel_logged_leaves_feedback_and_export_whole(grade
 def test_an_export_or_a_feedback_page_that_fails_midway_leaves_the_files_as_they_were(graded, tmp_path, monkeypatch):
     """Written beside, then moved into place: an error while writing (here: the disk is full while
     export writes bugsy's row, a page that cannot be encoded) leaves no file cut short."""
-    from autograder import export as exporting
-    from autograder import feedback as pages
+    from autograder.reports import export as exporting
+    from autograder.reports import feedback as pages
 
     ws = _copy_of(graded, tmp_path)
     before = {p: p.read_bytes() for p in [*export(ws, tmp_path / "csv"), *pages.feedback(ws, [A])]}

@@ -24,9 +24,11 @@ import pytest
 from conftest import REPO_ROOT
 from notebook_helpers import completed_notebook, errors, execute, execute_all, outputs_text, write
 
-from autograder import config, course, student_cells
-from autograder.dist import KNOWN_COINCIDENCES, build, find_leaks
-from autograder.release import secret_lines
+from autograder.course import config
+from autograder.course import layout as course
+from autograder.release import student_cells
+from autograder.release.dist import KNOWN_COINCIDENCES, build, find_leaks
+from autograder.release.build import secret_lines
 from utils import colab, submission
 from utils.conventions import RULES, conventions_markdown
 
@@ -102,7 +104,7 @@ def dist(tmp_path_factory):
 
 
 def test_dist_refuses_while_the_course_address_is_the_placeholder(tmp_path, monkeypatch):
-    from autograder import dist
+    from autograder.release import dist
 
     placeholder = config.CourseConfig(repository=f"https://github.com/{config.PLACEHOLDER_MARK}/sequence-models-course")
     monkeypatch.setattr(dist, "load_config", lambda: placeholder)

@@ -107,7 +107,7 @@ def test_notebook_04s_subword_experiment_inverts_its_pieces_and_leaves_nothing_u
     """04's optional cell (exp_subword) with notebook 01's solution pasted, as a student would: the pieces of
     a sentence decode to its words exactly, a word never seen in training still gets known pieces, and
     unk_share counts the word lexicon's [UNK] tokens. The solution notebook itself never runs this path."""
-    from benchmarks.solution_cells import solution_namespace
+    from benchmarks.course.solution_cells import solution_namespace
 
     bpe = solution_namespace("01_tokenization_embeddings", ["setup", "byte_basics", "train_byte_bpe", "byte_encode"])
     ns = solution_namespace("04_seq2seq_attention", ["exp_subword"], stop_at={"exp_subword": "if real is not None:"},

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from autograder.waiting import readable_within
+from autograder.isolation.waiting import readable_within
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import copy
 
 from nbformat.v4 import new_code_cell
 
-from autograder.course import grade_id
+from autograder.course.layout import grade_id
 from utils.cells import is_answer
 
 # The code of each piece of a trick, run in the hand-in's kernel.

@@ -18,7 +18,7 @@ __all__ = [
 ]
 
 # The Jupyter tag of a locked cell that only shows an experiment (a plot, a training run):
-# it grades nothing, and the grader does not run it (autograder/experiments.py).
+# it grades nothing, and the grader does not run it (autograder/grading/experiments.py).
 EXPERIMENT_TAG = "experiment"
 
 
@@ -61,7 +61,7 @@ def is_test(cell) -> bool:
 
 
 def is_experiment(cell) -> bool:
-    """A cell tagged as a locked experiment (whether it may be one: autograder.experiments)."""
+    """A cell tagged as a locked experiment (whether it may be one: autograder.grading.experiments)."""
     tags = _metadata(cell).get("tags")
     return isinstance(tags, list) and EXPERIMENT_TAG in tags
 

@@ -14,7 +14,7 @@ module was imported. A value that cannot be made plain (an object of the student
 class where data is expected) fails with a message that says what to return instead.
 
 While grading, the test cells and these checks run in a trusted process of their own,
-never in the student's kernel (autograder/boundary); the student's objects reach them only
+never in the student's kernel (autograder/isolation/boundary); the student's objects reach them only
 as data or as handles that never take part in a comparison.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 __all__ = ["call_with", "check_close", "check_equal", "check_shape", "check_true", "check_type", "is_instance",
            "load_weights", "plain", "stand_in"]
 
-# While the grader runs the test cells in a process of its own (autograder/boundary), your
+# While the grader runs the test cells in a process of its own (autograder/isolation/boundary), your
 # names there stand for your objects in your kernel, and the grader sets this to what
 # `stand_in`, `call_with` and `check_type` need of it. In a notebook it stays None.
 _boundary = None

@@ -1,0 +1,1 @@
+"""The grader's speed, scale and bounds: each records its figures in benchmarks/results/."""
