@@ -264,7 +264,7 @@ def test_a_process_killed_mid_hand_in_leaves_none_of_its_folders(tmp_path):
 
     script = (
         "import subprocess, sys\n"
-        "from autograder import scratch\n"
+        "from autograder.isolation import scratch\n"
         "with scratch.folder('course-worker-') as w, scratch.folder('course-sandbox-') as s, "
         "scratch.file('nbgrader-log-') as log:\n"
         "    (s / 'kernel-1').mkdir()\n"
