@@ -123,4 +123,5 @@ def test_readme_starts_with_the_demo_and_test_commands_and_ci_runs_the_test_comm
 
 def test_grading_workspace_is_ignored_by_git():
     ignored = (REPO_ROOT / ".gitignore").read_text().split()
-    assert "grading/" in ignored and ".venv/" in ignored
+    # anchored: the default workspace at the top only, never the grader's autograder/grading/ stage
+    assert "/grading/" in ignored and "grading/" not in ignored and ".venv/" in ignored
