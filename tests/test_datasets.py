@@ -113,3 +113,18 @@ def test_a_mirror_with_a_wrong_file_is_reported(isolated, monkeypatch, tmp_path)
 def test_unknown_dataset_lists_the_known_ones():
     with pytest.raises(KeyError, match="tinyshakespeare"):
         data.load_text("no-such-data")
+
+
+def test_reachable_sees_a_listening_port_and_not_a_closed_one_nor_any_when_offline(monkeypatch):
+    monkeypatch.delenv("COURSE_OFFLINE", raising=False)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert data.reachable("127.0.0.1", port, timeout_s=2)
+        monkeypatch.setenv("COURSE_OFFLINE", "1")
+        assert not data.reachable("127.0.0.1", port, timeout_s=2)
+    monkeypatch.delenv("COURSE_OFFLINE")
+    with socket.socket() as held:  # bound, never listening: the connection is refused
+        held.bind(("127.0.0.1", 0))
+        assert not data.reachable("127.0.0.1", held.getsockname()[1], timeout_s=2)

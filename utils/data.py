@@ -16,9 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 from pathlib import Path
 
-__all__ = ["DatasetUnavailable", "registry", "entry", "cache_dir", "sha256_of", "dataset_path", "load_text"]
+__all__ = ["DatasetUnavailable", "registry", "entry", "cache_dir", "sha256_of", "dataset_path", "load_text",
+           "downloads_off", "reachable"]
 
 
 REGISTRY_FILE = Path(__file__).resolve().parent.parent / "datasets" / "registry.json"
@@ -79,7 +81,7 @@ def dataset_path(name: str) -> Path:
     if _verified(cached, info["sha256"]):
         return cached
 
-    if os.environ.get("COURSE_OFFLINE", "").strip() in {"1", "true", "yes"}:
+    if downloads_off():
         problems.append("downloads are off (COURSE_OFFLINE=1)")
     else:
         try:
@@ -94,6 +96,23 @@ def dataset_path(name: str) -> Path:
         f"     (expected sha256 {info['sha256']}, {info['bytes']:,} bytes),\n"
         f"  or point COURSE_DATA_DIR at a folder that holds {info['filename']}."
     )
+
+
+def downloads_off() -> bool:
+    """True when COURSE_OFFLINE is set (1, true or yes): grading and the course's tests never download."""
+    return os.environ.get("COURSE_OFFLINE", "").strip().lower() in {"1", "true", "yes"}
+
+
+def reachable(host: str, port: int = 443, timeout_s: float = 3.0) -> bool:
+    """Whether a connection to host:port opens within timeout_s (always False when downloads are off).
+    A notebook asks this before a download that would otherwise retry for half a minute offline."""
+    if downloads_off():
+        return False
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 def _download(info: dict, target: Path) -> Path:
