@@ -59,18 +59,12 @@ SWITCH_ENV = "AUTOGRADER_FORKSERVER"
 # environment variables a server shares with its kernels, and names one folder from the temp dir: its
 # precompile cache, under the server's /tmp, which only torch.compile with caching_precompile set would use.
 # tqdm.auto and ipywidgets are left out on purpose: they look for a running IPython when imported.
-# The one exception is transformers' GPT-2 (notebook 07's test_load_gpt2_weights builds GPT2LMHeadModel in
-# every runner of 07: 3 s of imports each). It reads HOME, XDG_CACHE_HOME and its HF_* and TRANSFORMERS_*
-# variables for its cache folders (which a model built from a config never opens; none is in PER_RUN) and
-# imports tqdm.auto, which settles on the text bar in the server: grading's kernels show no progress bar
-# (TQDM_DISABLE) and run no experiment cell, so nothing graded sees the difference.
 PRELOAD = ("numpy", "torch", "torch.nn", "matplotlib", "matplotlib.pyplot", "ipykernel.kernelapp",
            "ipykernel.debugger", "torch.fx.experimental.symbolic_shapes", "torch._dynamo", "autograder.isolation.guard",
            "autograder.isolation.sandbox", "autograder.isolation.boundary.kernel_side", "autograder.isolation.boundary.runner", "jupyter_client", "sacrebleu",
            "numpy.random", "regex", "torch.nn.utils.rnn", "torch.nn.attention", "utils.checks", "utils.data",
            "utils.plotting", "utils.runtime", "utils.widgets", "utils.lexicon", "utils.text", "utils.synthetic",
-           "utils.purple_cats", "utils.attention_plots", "utils.training", "utils.translation", "utils.conventions",
-           "transformers.models.gpt2.modeling_gpt2")
+           "utils.purple_cats", "utils.attention_plots", "utils.training", "utils.translation", "utils.conventions")
 # Variables that differ between two hand-ins (of one batch, or of two workspaces: JUPYTER_PATH
 # leads nbgrader to the workspace's kernelspec) and that no import reads: a server serves them
 # all. Any other difference (thread counts, matplotlib's backend) gets a server of its own.
